@@ -1,0 +1,276 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/retrybroker/retrybroker/internal/providers"
+)
+
+// Action is what to do after an attempt.
+type Action int8
+
+// Actions.
+const (
+	ActionUnspecified Action = iota
+	ActionRetry
+	ActionDoNotRetry
+)
+
+// String returns "retry" or "do_not_retry".
+func (a Action) String() string {
+	switch a {
+	case ActionRetry:
+		return "retry"
+	case ActionDoNotRetry:
+		return "do_not_retry"
+	}
+	return "unspecified"
+}
+
+// Reason explains a Decision. The values mirror the proto enum Reason.
+type Reason int8
+
+// Reasons.
+const (
+	ReasonUnspecified Reason = iota
+	ReasonServerHint
+	ReasonBackoff
+	ReasonSuccess
+	ReasonStatusNotRetryable
+	ReasonUnsafeMethod
+	ReasonAttemptsExhausted
+	ReasonHintExceedsMaxDelay
+	ReasonDeadlineTooShort
+	ReasonTransportErrorNotRetryable
+	ReasonTransportRetryDisabled
+	ReasonProviderForbidsRetry
+	ReasonRetryBudgetExhausted
+	ReasonGateClosed
+	ReasonCanceled
+)
+
+var reasonNames = [...]string{
+	ReasonUnspecified:                "REASON_UNSPECIFIED",
+	ReasonServerHint:                 "REASON_SERVER_HINT",
+	ReasonBackoff:                    "REASON_BACKOFF",
+	ReasonSuccess:                    "REASON_SUCCESS",
+	ReasonStatusNotRetryable:         "REASON_STATUS_NOT_RETRYABLE",
+	ReasonUnsafeMethod:               "REASON_UNSAFE_METHOD",
+	ReasonAttemptsExhausted:          "REASON_ATTEMPTS_EXHAUSTED",
+	ReasonHintExceedsMaxDelay:        "REASON_HINT_EXCEEDS_MAX_DELAY",
+	ReasonDeadlineTooShort:           "REASON_DEADLINE_TOO_SHORT",
+	ReasonTransportErrorNotRetryable: "REASON_TRANSPORT_ERROR_NOT_RETRYABLE",
+	ReasonTransportRetryDisabled:     "REASON_TRANSPORT_RETRY_DISABLED",
+	ReasonProviderForbidsRetry:       "REASON_PROVIDER_FORBIDS_RETRY",
+	ReasonRetryBudgetExhausted:       "REASON_RETRY_BUDGET_EXHAUSTED",
+	ReasonGateClosed:                 "REASON_GATE_CLOSED",
+	ReasonCanceled:                   "REASON_CANCELED",
+}
+
+// String returns the proto enum name, e.g. "REASON_SERVER_HINT".
+func (r Reason) String() string {
+	if r < 0 || int(r) >= len(reasonNames) {
+		return "REASON_UNSPECIFIED"
+	}
+	return reasonNames[r]
+}
+
+// Decision is the result of applying a policy to one attempt's result.
+type Decision struct {
+	// Action says whether to retry.
+	Action Action
+	// Reason explains the decision.
+	Reason Reason
+	// Delay is the wait before the next attempt; set only for ActionRetry.
+	Delay time.Duration
+	// HintSource is the lower-case header name (or "body:<field>") that set
+	// Delay; empty for backoff.
+	HintSource string
+	// Hint is the server's hint; valid when HasHint. It is reported also
+	// when the broker gives up because the hint is too long.
+	Hint    time.Duration
+	HasHint bool
+}
+
+// Rand draws random numbers for jitter. *rand.Rand from math/rand/v2
+// satisfies it; tests inject a deterministic source.
+type Rand interface {
+	// Int64N returns a uniform number in [0, n). n > 0.
+	Int64N(n int64) int64
+}
+
+type globalRand struct{}
+
+func (globalRand) Int64N(n int64) int64 { return rand.Int64N(n) }
+
+// GlobalRand is a concurrency-safe Rand backed by math/rand/v2.
+var GlobalRand Rand = globalRand{}
+
+// Input is the result of one attempt, as the rules see it.
+type Input struct {
+	// Method is the request's HTTP method ("" means GET).
+	Method string
+	// Attempt is the 1-based number of the attempt that produced the result.
+	// Values below 1 are treated as 1.
+	Attempt int
+	// Transport is the kind of transport error; TransportNone when a
+	// response was received.
+	Transport TransportError
+	// Response is the response; used only when Transport is TransportNone.
+	Response *providers.Response
+	// HasIdempotencyKey reports that the request carried the policy's
+	// idempotency-key header.
+	HasIdempotencyKey bool
+	// Reader overrides the policy's reader (provider chosen per request).
+	Reader providers.HintReader
+	// Deadline, when non-zero, is when the logical call must end: a wait
+	// that would end after it gives up with ReasonDeadlineTooShort.
+	Deadline time.Time
+	// Now is the clock for Deadline; zero means Response.Now.
+	Now time.Time
+}
+
+// Decide applies the policy's rules 1-6 to one attempt's result. It never
+// blocks and never allocates on the common paths. rnd draws the jitter;
+// nil means GlobalRand.
+func (p *Policy) Decide(in *Input, rnd Rand) Decision {
+	attempt := max(in.Attempt, 1)
+	if in.Transport != TransportNone {
+		return p.decideTransport(in, attempt, rnd)
+	}
+	resp := in.Response
+	if resp == nil || resp.Status < 400 {
+		return Decision{Action: ActionDoNotRetry, Reason: ReasonSuccess}
+	}
+	reader := in.Reader
+	if reader == nil {
+		reader = p.Reader()
+	}
+	reading := reader.Read(resp)
+	d := Decision{Action: ActionDoNotRetry}
+	if reading.HasHint {
+		d.Hint, d.HasHint = reading.Hint.Delay, true
+	}
+	if reading.Verdict == providers.VerdictDoNotRetry {
+		d.Reason = ReasonProviderForbidsRetry
+		return d
+	}
+	if !p.statusRetryable(resp.Status, reading, reader) {
+		d.Reason = ReasonStatusNotRetryable
+		return d
+	}
+	if !p.RetryUnsafeMethods && !in.HasIdempotencyKey && !IsSafeMethod(in.Method) {
+		d.Reason = ReasonUnsafeMethod
+		return d
+	}
+	if attempt > p.MaxRetries {
+		d.Reason = ReasonAttemptsExhausted
+		return d
+	}
+	if reading.HasHint {
+		if reading.Hint.Delay > p.MaxDelay {
+			d.Reason = ReasonHintExceedsMaxDelay
+			return d
+		}
+		d.Delay = reading.Hint.Delay
+		d.HintSource = reading.Hint.Source
+		d.Reason = ReasonServerHint
+	} else {
+		d.Delay = p.Backoff.Delay(attempt, rnd)
+		d.Reason = ReasonBackoff
+	}
+	return p.fitDeadline(in, d)
+}
+
+func (p *Policy) decideTransport(in *Input, attempt int, rnd Rand) Decision {
+	d := Decision{Action: ActionDoNotRetry}
+	switch {
+	case in.Transport == TransportCanceled:
+		d.Reason = ReasonCanceled
+	case !in.Transport.Retryable():
+		d.Reason = ReasonTransportErrorNotRetryable
+	case !p.RetryTransportErrors:
+		d.Reason = ReasonTransportRetryDisabled
+	case !p.RetryUnsafeMethods && !in.HasIdempotencyKey && !IsSafeMethod(in.Method):
+		d.Reason = ReasonUnsafeMethod
+	case attempt > p.MaxRetries:
+		d.Reason = ReasonAttemptsExhausted
+	default:
+		d.Delay = p.Backoff.Delay(attempt, rnd)
+		d.Reason = ReasonBackoff
+		return p.fitDeadline(in, d)
+	}
+	return d
+}
+
+// fitDeadline turns a retry whose wait would end after the deadline into a
+// give-up that still reports the hint.
+func (p *Policy) fitDeadline(in *Input, d Decision) Decision {
+	d.Action = ActionRetry
+	if in.Deadline.IsZero() {
+		return d
+	}
+	now := in.Now
+	if now.IsZero() && in.Response != nil {
+		now = in.Response.Now
+	}
+	if !now.Add(d.Delay).Before(in.Deadline) {
+		return Decision{Action: ActionDoNotRetry, Reason: ReasonDeadlineTooShort, Hint: d.Hint, HasHint: d.HasHint}
+	}
+	return d
+}
+
+func (p *Policy) statusRetryable(status int, reading providers.Reading, reader providers.HintReader) bool {
+	if status == 403 {
+		return reading.HasHint
+	}
+	if reading.Verdict == providers.VerdictRetry {
+		return true
+	}
+	if p.RetryableStatuses.Has(status) {
+		return true
+	}
+	for _, s := range reader.ExtraRetryableStatuses() {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+// Ceiling returns the backoff ceiling after attempt n (1-based):
+// min(Cap, Base × Factor^(n-1)), computed without overflow.
+func (b Backoff) Ceiling(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	c := float64(b.Base) * math.Pow(b.Factor, float64(n-1))
+	if math.IsNaN(c) || c >= float64(b.Cap) {
+		return b.Cap
+	}
+	return time.Duration(c)
+}
+
+// Delay draws the backoff delay after attempt n with the jitter mode:
+// full is uniform in [0, ceiling], equal in [ceiling/2, ceiling], none is
+// the ceiling. rnd nil means GlobalRand.
+func (b Backoff) Delay(n int, rnd Rand) time.Duration {
+	c := b.Ceiling(n)
+	if c <= 0 {
+		return 0
+	}
+	if rnd == nil {
+		rnd = GlobalRand
+	}
+	switch b.Jitter {
+	case JitterNone:
+		return c
+	case JitterEqual:
+		half := c / 2
+		return half + time.Duration(rnd.Int64N(int64(c-half)+1))
+	default:
+		return time.Duration(rnd.Int64N(int64(c) + 1))
+	}
+}

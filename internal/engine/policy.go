@@ -1,0 +1,329 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"github.com/retrybroker/retrybroker/internal/providers"
+)
+
+// JitterMode says how backoff delays are randomised.
+type JitterMode int8
+
+const (
+	// JitterFull draws the delay uniformly from [0, d].
+	JitterFull JitterMode = iota
+	// JitterEqual draws the delay uniformly from [d/2, d].
+	JitterEqual
+	// JitterNone uses d exactly.
+	JitterNone
+)
+
+// ParseJitterMode maps "full", "equal" and "none" to a JitterMode.
+func ParseJitterMode(s string) (JitterMode, error) {
+	switch s {
+	case "full", "":
+		return JitterFull, nil
+	case "equal":
+		return JitterEqual, nil
+	case "none":
+		return JitterNone, nil
+	}
+	return JitterFull, fmt.Errorf("unknown jitter mode %q (want full, equal or none)", s)
+}
+
+// String returns "full", "equal" or "none".
+func (m JitterMode) String() string {
+	switch m {
+	case JitterEqual:
+		return "equal"
+	case JitterNone:
+		return "none"
+	default:
+		return "full"
+	}
+}
+
+// Backoff is the exponential backoff used when no valid hint is present.
+// After attempt n the ceiling is min(Cap, Base × Factor^(n-1)).
+type Backoff struct {
+	// Base is the ceiling after the first attempt. Default 1s.
+	Base time.Duration
+	// Factor multiplies the ceiling per attempt. Default 2; at least 1.
+	Factor float64
+	// Cap bounds the ceiling. Default 30s.
+	Cap time.Duration
+	// Jitter randomises the delay below the ceiling. Default full.
+	Jitter JitterMode
+}
+
+// StatusSet is a set of HTTP status codes 0..639. The zero value is empty.
+type StatusSet [10]uint64
+
+// NewStatusSet returns a set holding codes. Codes outside 0..639 are ignored.
+func NewStatusSet(codes ...int) StatusSet {
+	var s StatusSet
+	for _, c := range codes {
+		s.Add(c)
+	}
+	return s
+}
+
+// Add puts code in the set; codes outside 0..639 are ignored.
+func (s *StatusSet) Add(code int) {
+	if code >= 0 && code < 640 {
+		s[code>>6] |= 1 << (uint(code) & 63)
+	}
+}
+
+// Has reports whether code is in the set.
+func (s *StatusSet) Has(code int) bool {
+	return code >= 0 && code < 640 && s[code>>6]&(1<<(uint(code)&63)) != 0
+}
+
+// Codes lists the set's members in ascending order.
+func (s *StatusSet) Codes() []int {
+	var out []int
+	for c := 0; c < 640; c++ {
+		if s.Has(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Defaults of the standard policy.
+const (
+	DefaultMaxRetries      = 3
+	DefaultMaxDelay        = 60 * time.Second
+	DefaultBackoffBase     = time.Second
+	DefaultBackoffFactor   = 2.0
+	DefaultBackoffCap      = 30 * time.Second
+	DefaultMaxRequestBody  = 1 << 20
+	DefaultMaxResponseBody = 4 << 20
+	DefaultAttemptTimeout  = 30 * time.Second
+	DefaultTotalTimeout    = 2 * time.Minute
+	DefaultIdempotencyKey  = "Idempotency-Key"
+
+	// MaxAttemptNumber bounds the attempt numbers the engine accepts.
+	MaxAttemptNumber = 1000
+	// MaxRetriesLimit bounds a policy's max_retries.
+	MaxRetriesLimit = 100
+)
+
+// DefaultRetryableStatuses are 408, 429, 500, 502, 503 and 504.
+var DefaultRetryableStatuses = []int{408, 429, 500, 502, 503, 504}
+
+// Policy is a tenant's retry policy. Build one with DefaultPolicy and
+// adjust it, then call Validate (which also resolves the hint reader).
+type Policy struct {
+	// Name is the policy's name within its tenant ("default" for the default).
+	Name string
+	// Provider names the hint reader ("retry-after", "github", ... or
+	// "none"). Empty means choose by the request's host, else "retry-after".
+	Provider string
+	// CustomBefore and CustomAfter are readers tried before and after the
+	// provider's reader.
+	CustomBefore []providers.HintReader
+	CustomAfter  []providers.HintReader
+	// MaxRetries is the number of retries after the first send (so at most
+	// MaxRetries+1 sends). 0 disables retries and request-body buffering.
+	MaxRetries int
+	// MaxDelay is the longest server hint the broker waits for; a longer
+	// hint makes it give up at once and report the hint.
+	MaxDelay time.Duration
+	// Backoff applies when no valid hint is present.
+	Backoff Backoff
+	// RetryableStatuses are the statuses that may be retried. 403 in this set
+	// is still retried only with a valid hint.
+	RetryableStatuses StatusSet
+	// RetryUnsafeMethods lets POST, PUT, PATCH, DELETE and others retry.
+	RetryUnsafeMethods bool
+	// IdempotencyHeader is the header whose presence makes an unsafe request
+	// retry-safe (canonical form). Default "Idempotency-Key".
+	IdempotencyHeader string
+	// GenerateIdempotencyKey makes Execute add a random UUID in
+	// IdempotencyHeader, once per call, when the request has none.
+	GenerateIdempotencyKey bool
+	// AttemptHeader, when set, is set on each attempt to its 1-based number.
+	AttemptHeader string
+	// RetryTransportErrors enables retries of retryable transport errors.
+	RetryTransportErrors bool
+	// AttemptTimeout bounds one attempt (send to response headers and body).
+	AttemptTimeout time.Duration
+	// TotalTimeout bounds the whole Execute call, waits included.
+	TotalTimeout time.Duration
+	// MaxRequestBody is the largest request body accepted, in bytes.
+	MaxRequestBody int64
+	// MaxResponseBody is the largest final response body returned, in bytes.
+	MaxResponseBody int64
+
+	reader providers.HintReader // resolved by Validate
+	extra  StatusSet            // provider-added statuses, resolved by Validate
+}
+
+// DefaultPolicy returns the standard policy with the documented defaults.
+func DefaultPolicy() Policy {
+	return Policy{
+		Name:                 "default",
+		MaxRetries:           DefaultMaxRetries,
+		MaxDelay:             DefaultMaxDelay,
+		Backoff:              Backoff{Base: DefaultBackoffBase, Factor: DefaultBackoffFactor, Cap: DefaultBackoffCap, Jitter: JitterFull},
+		RetryableStatuses:    NewStatusSet(DefaultRetryableStatuses...),
+		IdempotencyHeader:    DefaultIdempotencyKey,
+		RetryTransportErrors: true,
+		AttemptTimeout:       DefaultAttemptTimeout,
+		TotalTimeout:         DefaultTotalTimeout,
+		MaxRequestBody:       DefaultMaxRequestBody,
+		MaxResponseBody:      DefaultMaxResponseBody,
+	}
+}
+
+// FieldError is one invalid policy field.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Validate checks the policy, canonicalises header names and resolves the
+// hint reader. It returns every problem found, joined; each is a *FieldError.
+func (p *Policy) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if p.MaxRetries < 0 || p.MaxRetries > MaxRetriesLimit {
+		bad("max_retries", "must be between 0 and %d, got %d", MaxRetriesLimit, p.MaxRetries)
+	}
+	if p.MaxDelay <= 0 || p.MaxDelay > 24*time.Hour {
+		bad("max_delay", "must be positive and at most 24h, got %s", p.MaxDelay)
+	}
+	if p.Backoff.Base <= 0 {
+		bad("backoff.base", "must be positive, got %s", p.Backoff.Base)
+	}
+	if p.Backoff.Factor < 1 || p.Backoff.Factor > 100 {
+		bad("backoff.factor", "must be between 1 and 100, got %g", p.Backoff.Factor)
+	}
+	if p.Backoff.Cap < p.Backoff.Base {
+		bad("backoff.cap", "must be at least backoff.base (%s), got %s", p.Backoff.Base, p.Backoff.Cap)
+	}
+	if p.Backoff.Jitter < JitterFull || p.Backoff.Jitter > JitterNone {
+		bad("backoff.jitter", "unknown jitter mode %d", p.Backoff.Jitter)
+	}
+	for _, c := range p.RetryableStatuses.Codes() {
+		if c < 100 || c > 599 {
+			bad("retryable_statuses", "status %d is outside 100-599", c)
+		}
+	}
+	if p.IdempotencyHeader == "" {
+		p.IdempotencyHeader = DefaultIdempotencyKey
+	}
+	if !IsToken(p.IdempotencyHeader) {
+		bad("idempotency_header", "%q is not a valid header name", p.IdempotencyHeader)
+	} else {
+		p.IdempotencyHeader = textproto.CanonicalMIMEHeaderKey(p.IdempotencyHeader)
+	}
+	if p.AttemptHeader != "" {
+		if !IsToken(p.AttemptHeader) {
+			bad("attempt_header", "%q is not a valid header name", p.AttemptHeader)
+		} else {
+			p.AttemptHeader = textproto.CanonicalMIMEHeaderKey(p.AttemptHeader)
+		}
+	}
+	if p.AttemptTimeout <= 0 {
+		bad("attempt_timeout", "must be positive, got %s", p.AttemptTimeout)
+	}
+	if p.TotalTimeout <= 0 {
+		bad("total_timeout", "must be positive, got %s", p.TotalTimeout)
+	}
+	if p.MaxRequestBody <= 0 || p.MaxRequestBody > 64<<20 {
+		bad("max_request_body", "must be between 1 byte and 64 MiB, got %d", p.MaxRequestBody)
+	}
+	if p.MaxResponseBody <= 0 || p.MaxResponseBody > 64<<20 {
+		bad("max_response_body", "must be between 1 byte and 64 MiB, got %d", p.MaxResponseBody)
+	}
+	if p.Provider != "" {
+		if _, ok := providers.Lookup(p.Provider); !ok {
+			bad("provider", "unknown provider %q (known: %s)", p.Provider, strings.Join(providers.Names(), ", "))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	p.reader = nil
+	if p.Provider != "" {
+		p.reader = p.ReaderFor(p.Provider)
+	}
+	return nil
+}
+
+// ReaderFor returns the hint reader for provider name with the policy's
+// custom readers around it. An unknown name gives the retry-after reader.
+// Callers resolve per request only when the provider is chosen per request.
+func (p *Policy) ReaderFor(name string) providers.HintReader {
+	if name == "" {
+		name = "retry-after"
+	}
+	r, ok := providers.Lookup(name)
+	if !ok {
+		r, _ = providers.Lookup("retry-after")
+	}
+	if len(p.CustomBefore) == 0 && len(p.CustomAfter) == 0 {
+		return r
+	}
+	chain := make([]providers.HintReader, 0, len(p.CustomBefore)+1+len(p.CustomAfter))
+	chain = append(chain, p.CustomBefore...)
+	chain = append(chain, r)
+	chain = append(chain, p.CustomAfter...)
+	return providers.Chain(name, chain...)
+}
+
+// Reader returns the policy's own reader (resolved by Validate), or the
+// default retry-after reader when the policy names no provider.
+func (p *Policy) Reader() providers.HintReader {
+	if p.reader != nil {
+		return p.reader
+	}
+	return p.ReaderFor("")
+}
+
+// IsToken reports whether s is a non-empty RFC 9110 token (a valid header
+// name or method).
+func IsToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// IsSafeMethod reports whether method is GET, HEAD, OPTIONS or TRACE,
+// which may always be retried.
+func IsSafeMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
+		return true
+	}
+	return false
+}
