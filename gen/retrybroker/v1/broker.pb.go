@@ -551,7 +551,12 @@ type ClassifyResponseRequest struct {
 	// url is the request URL (optional). When set, it chooses the provider by
 	// host, and the broker both reports and updates the tenant's cooldown gate
 	// for that destination, so callers share gates with Execute.
-	Url           string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	// deadline is when the caller's logical call must end (optional). When the
+	// wait before the next attempt would end at or after it, the decision is
+	// ACTION_DO_NOT_RETRY with REASON_DEADLINE_TOO_SHORT, and the hint is
+	// still reported.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +666,13 @@ func (x *ClassifyResponseRequest) GetUrl() string {
 		return x.Url
 	}
 	return ""
+}
+
+func (x *ClassifyResponseRequest) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
 }
 
 // ClassifyResponseResponse carries the decision.
@@ -1226,7 +1238,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"hintSource\x12-\n" +
 	"\x04hint\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04hint\x12.\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x16.retrybroker.v1.ReasonR\x06reason\x12\x1a\n" +
-	"\bprovider\x18\x06 \x01(\tR\bprovider\"\xb8\x03\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\"\xf0\x03\n" +
 	"\x17ClassifyResponseRequest\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -1240,7 +1252,8 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x0ftransport_error\x18\t \x01(\x0e2\x1e.retrybroker.v1.TransportErrorR\x0etransportError\x12C\n" +
 	"\x0frequest_headers\x18\n" +
 	" \x03(\v2\x1a.retrybroker.v1.HttpHeaderR\x0erequestHeaders\x12\x10\n" +
-	"\x03url\x18\v \x01(\tR\x03url\"P\n" +
+	"\x03url\x18\v \x01(\tR\x03url\x126\n" +
+	"\bdeadline\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"P\n" +
 	"\x18ClassifyResponseResponse\x124\n" +
 	"\bdecision\x18\x01 \x01(\v2\x18.retrybroker.v1.DecisionR\bdecision\"\x81\x01\n" +
 	"\vHttpRequest\x12\x16\n" +
@@ -1376,32 +1389,33 @@ var file_retrybroker_v1_broker_proto_depIdxs = []int32{
 	15, // 5: retrybroker.v1.ClassifyResponseRequest.now:type_name -> google.protobuf.Timestamp
 	2,  // 6: retrybroker.v1.ClassifyResponseRequest.transport_error:type_name -> retrybroker.v1.TransportError
 	4,  // 7: retrybroker.v1.ClassifyResponseRequest.request_headers:type_name -> retrybroker.v1.HttpHeader
-	5,  // 8: retrybroker.v1.ClassifyResponseResponse.decision:type_name -> retrybroker.v1.Decision
-	4,  // 9: retrybroker.v1.HttpRequest.headers:type_name -> retrybroker.v1.HttpHeader
-	4,  // 10: retrybroker.v1.HttpResponse.headers:type_name -> retrybroker.v1.HttpHeader
-	14, // 11: retrybroker.v1.ExecuteOverrides.max_delay:type_name -> google.protobuf.Duration
-	14, // 12: retrybroker.v1.ExecuteOverrides.total_timeout:type_name -> google.protobuf.Duration
-	14, // 13: retrybroker.v1.ExecuteOverrides.attempt_timeout:type_name -> google.protobuf.Duration
-	8,  // 14: retrybroker.v1.ExecuteRequest.request:type_name -> retrybroker.v1.HttpRequest
-	10, // 15: retrybroker.v1.ExecuteRequest.overrides:type_name -> retrybroker.v1.ExecuteOverrides
-	15, // 16: retrybroker.v1.Attempt.start_time:type_name -> google.protobuf.Timestamp
-	14, // 17: retrybroker.v1.Attempt.duration:type_name -> google.protobuf.Duration
-	2,  // 18: retrybroker.v1.Attempt.transport_error:type_name -> retrybroker.v1.TransportError
-	5,  // 19: retrybroker.v1.Attempt.decision:type_name -> retrybroker.v1.Decision
-	14, // 20: retrybroker.v1.Attempt.waited:type_name -> google.protobuf.Duration
-	9,  // 21: retrybroker.v1.ExecuteResponse.response:type_name -> retrybroker.v1.HttpResponse
-	12, // 22: retrybroker.v1.ExecuteResponse.attempts:type_name -> retrybroker.v1.Attempt
-	3,  // 23: retrybroker.v1.ExecuteResponse.outcome:type_name -> retrybroker.v1.Outcome
-	14, // 24: retrybroker.v1.ExecuteResponse.retry_after:type_name -> google.protobuf.Duration
-	11, // 25: retrybroker.v1.BrokerService.Execute:input_type -> retrybroker.v1.ExecuteRequest
-	6,  // 26: retrybroker.v1.BrokerService.ClassifyResponse:input_type -> retrybroker.v1.ClassifyResponseRequest
-	13, // 27: retrybroker.v1.BrokerService.Execute:output_type -> retrybroker.v1.ExecuteResponse
-	7,  // 28: retrybroker.v1.BrokerService.ClassifyResponse:output_type -> retrybroker.v1.ClassifyResponseResponse
-	27, // [27:29] is the sub-list for method output_type
-	25, // [25:27] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	15, // 8: retrybroker.v1.ClassifyResponseRequest.deadline:type_name -> google.protobuf.Timestamp
+	5,  // 9: retrybroker.v1.ClassifyResponseResponse.decision:type_name -> retrybroker.v1.Decision
+	4,  // 10: retrybroker.v1.HttpRequest.headers:type_name -> retrybroker.v1.HttpHeader
+	4,  // 11: retrybroker.v1.HttpResponse.headers:type_name -> retrybroker.v1.HttpHeader
+	14, // 12: retrybroker.v1.ExecuteOverrides.max_delay:type_name -> google.protobuf.Duration
+	14, // 13: retrybroker.v1.ExecuteOverrides.total_timeout:type_name -> google.protobuf.Duration
+	14, // 14: retrybroker.v1.ExecuteOverrides.attempt_timeout:type_name -> google.protobuf.Duration
+	8,  // 15: retrybroker.v1.ExecuteRequest.request:type_name -> retrybroker.v1.HttpRequest
+	10, // 16: retrybroker.v1.ExecuteRequest.overrides:type_name -> retrybroker.v1.ExecuteOverrides
+	15, // 17: retrybroker.v1.Attempt.start_time:type_name -> google.protobuf.Timestamp
+	14, // 18: retrybroker.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	2,  // 19: retrybroker.v1.Attempt.transport_error:type_name -> retrybroker.v1.TransportError
+	5,  // 20: retrybroker.v1.Attempt.decision:type_name -> retrybroker.v1.Decision
+	14, // 21: retrybroker.v1.Attempt.waited:type_name -> google.protobuf.Duration
+	9,  // 22: retrybroker.v1.ExecuteResponse.response:type_name -> retrybroker.v1.HttpResponse
+	12, // 23: retrybroker.v1.ExecuteResponse.attempts:type_name -> retrybroker.v1.Attempt
+	3,  // 24: retrybroker.v1.ExecuteResponse.outcome:type_name -> retrybroker.v1.Outcome
+	14, // 25: retrybroker.v1.ExecuteResponse.retry_after:type_name -> google.protobuf.Duration
+	11, // 26: retrybroker.v1.BrokerService.Execute:input_type -> retrybroker.v1.ExecuteRequest
+	6,  // 27: retrybroker.v1.BrokerService.ClassifyResponse:input_type -> retrybroker.v1.ClassifyResponseRequest
+	13, // 28: retrybroker.v1.BrokerService.Execute:output_type -> retrybroker.v1.ExecuteResponse
+	7,  // 29: retrybroker.v1.BrokerService.ClassifyResponse:output_type -> retrybroker.v1.ClassifyResponseResponse
+	28, // [28:30] is the sub-list for method output_type
+	26, // [26:28] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_retrybroker_v1_broker_proto_init() }
