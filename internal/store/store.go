@@ -1,7 +1,3 @@
-// Package store holds the broker's shared state behind small domain
-// interfaces: cooldown gates with in-flight and quota tracking, per-tenant
-// retry budgets, and per-(tenant, host) pacing. The memory implementation is
-// the default; the Redis implementation lets several replicas act as one.
 package store
 
 import (
@@ -10,32 +6,45 @@ import (
 )
 
 // GateKey names one cooldown gate. Every field is part of the identity;
-// implementations must escape them so that no two keys collide.
+// implementations must escape them so that no two keys collide. Fields are
+// compared byte for byte: callers normalize (lower case hosts) beforehand.
 type GateKey struct {
-	// Tenant is the tenant id.
+	// Tenant is the tenant id. Gates, budgets and pacing of one tenant are
+	// never visible to another.
 	Tenant string
 	// Scope is the provider name (e.g. "github") or, with no provider, the
 	// destination host (lower case, with port when not the default).
 	Scope string
 	// Credential is an optional fingerprint of the credential the calls use
-	// (hex SHA-256 of the Authorization header); empty for none.
+	// (hex SHA-256 of the Authorization header); empty for none. Never put
+	// the credential itself here: Redis keys are not secret.
 	Credential string
 }
 
 // PaceConfig is a GCRA rate limit: Rate requests per second on average,
-// with up to Burst requests at once. A zero Rate disables pacing.
+// with up to Burst requests at once. A zero (or negative, or NaN) Rate
+// disables pacing; a Burst below 1 counts as 1.
 type PaceConfig struct {
-	Rate  float64
+	// Rate is the sustained rate in requests per second.
+	Rate float64
+	// Burst is how many requests may go at once after an idle period.
 	Burst int
 }
 
 // BudgetConfig limits retries per tenant: over a sliding Window, retries may
 // be at most Ratio × first attempts + FloorPerSecond × Window seconds.
 // A zero Ratio and FloorPerSecond disables the budget (unlimited retries).
+// The window slides in whole seconds: it is rounded up to whole seconds, and
+// a zero or negative Window means [DefaultBudgetWindow].
 type BudgetConfig struct {
-	Ratio          float64
+	// Ratio is the number of retries allowed per first attempt (0.2 = one
+	// retry per five requests). Negative counts as 0.
+	Ratio float64
+	// FloorPerSecond is the number of retries per second always allowed,
+	// even with no requests. Negative counts as 0.
 	FloorPerSecond float64
-	Window         time.Duration
+	// Window is the sliding window over which requests and retries count.
+	Window time.Duration
 }
 
 // AdmitRequest asks to send one attempt.
@@ -46,13 +55,16 @@ type AdmitRequest struct {
 	// Pace is the pacing limit; zero Rate means no pacing.
 	Pace PaceConfig
 	// PaceMaxWait is the longest pacing wait the caller accepts; a slot
-	// further out is not reserved.
+	// further out is not reserved. Zero or negative accepts only an
+	// immediate slot.
 	PaceMaxWait time.Duration
-	// FirstAttempt counts the call as a request for the tenant's retry budget.
+	// FirstAttempt counts the call as a request for the tenant's retry
+	// budget. It is counted only when the attempt is admitted, and only
+	// when Budget is not unlimited.
 	FirstAttempt bool
 	// Budget is the tenant's budget (needed to keep counts with the right window).
 	Budget BudgetConfig
-	// Now is the clock.
+	// Now is the clock. A zero Now means time.Now().
 	Now time.Time
 }
 
@@ -65,17 +77,21 @@ type Admission struct {
 	// PaceWait then says how long it would have been. Nothing was registered.
 	PaceDenied bool
 	// PaceWait is how long the caller must wait before sending (admitted
-	// calls) or would have had to wait (PaceDenied).
+	// calls) or would have had to wait (PaceDenied). Zero without pacing.
 	PaceWait time.Duration
 	// Ticket identifies the in-flight registration of an admitted attempt;
 	// pass it to Complete. Valid when the gate was open and pacing admitted.
+	// An admitted attempt that is then not sent (for example because the
+	// caller's deadline would pass during PaceWait) must still be Completed,
+	// with an empty Observation.
 	Ticket Ticket
 }
 
 // Admitted reports whether the attempt may be sent (after PaceWait).
 func (a Admission) Admitted() bool { return a.GateClosedUntil.IsZero() && !a.PaceDenied }
 
-// Ticket is an opaque in-flight registration.
+// Ticket is an opaque in-flight registration. The zero Ticket registers
+// nothing; completing it only applies the observation and the budget.
 type Ticket struct {
 	ID string
 }
@@ -83,12 +99,14 @@ type Ticket struct {
 // Observation is what one response said about its gate.
 type Observation struct {
 	// CloseUntil, when non-zero, closes the gate until then (a hint that the
-	// quota is exhausted). Gates only ever extend, never shorten.
+	// quota is exhausted). Gates only ever extend, never shorten. A time not
+	// after Now is ignored.
 	CloseUntil time.Time
 	// HasQuota reports that Remaining and Reset are set: the provider's
 	// remaining calls in its window and when the window resets. When
 	// Remaining is at most the number of other calls in flight on the gate,
-	// the gate closes until Reset.
+	// the gate closes until Reset (if Reset is after Now). A negative
+	// Remaining counts as 0.
 	HasQuota  bool
 	Remaining int64
 	Reset     time.Time
@@ -103,12 +121,15 @@ type CompleteRequest struct {
 	// the engine decided to retry after this attempt.
 	SpendRetry bool
 	Budget     BudgetConfig
-	Now        time.Time
+	// Now is the clock. A zero Now means time.Now().
+	Now time.Time
 }
 
 // CompleteResult is the store's answer to a CompleteRequest.
 type CompleteResult struct {
-	// RetryAllowed is false when SpendRetry was set and the budget is spent.
+	// RetryAllowed is false when SpendRetry was set and the budget is spent;
+	// true otherwise (also when SpendRetry was not set). An allowed retry
+	// has been counted against the budget.
 	RetryAllowed bool
 	// GateClosedUntil is the gate's state after the observation (zero = open).
 	GateClosedUntil time.Time
@@ -116,19 +137,24 @@ type CompleteResult struct {
 
 // Store is the broker's shared state. All methods are safe for concurrent
 // use, bounded by ctx, and atomic: concurrent callers on several replicas
-// see one consistent state. Errors wrap the cause and never carry secrets.
+// see one consistent state. Errors wrap the cause and never carry secrets;
+// an unreachable backend is reported as an error wrapping [ErrUnavailable].
 type Store interface {
 	// Admit checks the gate and pacing for one attempt and, when both allow
-	// it, registers it as in flight. One round trip.
+	// it, registers it as in flight. One round trip. The gate is checked
+	// first: a closed gate reserves no pacing slot.
 	Admit(ctx context.Context, req AdmitRequest) (Admission, error)
-	// Complete ends an attempt admitted by Admit. One round trip.
+	// Complete ends an attempt admitted by Admit. One round trip. An
+	// unknown or expired ticket is not an error: the observation and the
+	// budget still apply.
 	Complete(ctx context.Context, req CompleteRequest) (CompleteResult, error)
 	// Observe records an observation without an admitted attempt (for
 	// ClassifyResponse callers that make their own calls) and returns the
-	// gate's state afterwards.
+	// gate's state afterwards. Every in-flight attempt counts as "other".
 	Observe(ctx context.Context, gate GateKey, obs Observation, now time.Time) (closedUntil time.Time, err error)
 	// GateState returns until when the gate is closed (zero = open).
 	GateState(ctx context.Context, gate GateKey, now time.Time) (closedUntil time.Time, err error)
-	// Close releases resources.
+	// Close releases resources. It is idempotent; calls after Close fail
+	// with [ErrClosed].
 	Close() error
 }
