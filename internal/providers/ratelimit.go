@@ -157,6 +157,10 @@ func (p *sfParser) rateLimitItem() (RateLimitItem, bool) {
 		return it, false
 	}
 	it.Name = v.str
+	// Parameters repeat with the last one winning (RFC 9651 section 4.2.3.2),
+	// so r and t are checked only once all are read.
+	var r, t *sfItem
+	var rv, tv sfItem
 	for p.peek() == ';' {
 		p.pos++
 		p.skipSP()
@@ -173,16 +177,22 @@ func (p *sfParser) rateLimitItem() (RateLimitItem, bool) {
 		}
 		switch key {
 		case "r":
-			if val.kind != sfInteger || val.num < 0 {
-				return it, false
-			}
-			it.Remaining, it.HasRemaining = val.num, true
+			rv, r = val, &rv
 		case "t":
-			if val.kind != sfInteger || val.num < 0 || val.num > maxDelaySeconds {
-				return it, false
-			}
-			it.Reset, it.HasReset = time.Duration(val.num)*time.Second, true
+			tv, t = val, &tv
 		}
+	}
+	if r != nil {
+		if r.kind != sfInteger || r.num < 0 {
+			return it, false
+		}
+		it.Remaining, it.HasRemaining = r.num, true
+	}
+	if t != nil {
+		if t.kind != sfInteger || t.num < 0 || t.num > maxDelaySeconds {
+			return it, false
+		}
+		it.Reset, it.HasReset = time.Duration(t.num)*time.Second, true
 	}
 	return it, true
 }
