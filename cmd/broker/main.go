@@ -1,0 +1,198 @@
+// Command broker runs the retry broker gRPC service.
+//
+//	broker [--listen 127.0.0.1:50051] [--reflection] [--allow-destinations CIDR,...]
+//
+// With no configuration it runs the embedded default: a single dev tenant,
+// the memory store, and a loopback-only listener that needs no key.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/telemetry"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, nil))
+}
+
+// options are the serve flags.
+type options struct {
+	listen            string
+	reflection        bool
+	allowDestinations string
+	shutdownTimeout   time.Duration
+	logLevel          string
+	logFormat         string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:50051", "gRPC listen address (host:port); non-loopback needs authentication configured")
+	fs.BoolVar(&o.reflection, "reflection", false, "register the gRPC server reflection service (for grpcurl)")
+	fs.StringVar(&o.allowDestinations, "allow-destinations", "", "comma-separated CIDRs the dev tenant may call even though they are special-purpose (e.g. 127.0.0.1/32)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest graceful stop on SIGTERM before in-flight calls are cut")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", o.logFormat)
+}
+
+// run serves until ctx ends, then shuts down gracefully. ready, when not
+// nil, receives the bound address once the listener is open.
+func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.Addr) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "broker:", err)
+		return 2
+	}
+	logger, err := newLogger(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker:", err)
+		return 2
+	}
+	if err := serve(ctx, o, logger, ready); err != nil {
+		logger.Error("broker stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- net.Addr) error {
+	allow, err := splitCIDRs(o.allowDestinations)
+	if err != nil {
+		return err
+	}
+	if err := requireLoopback(o.listen); err != nil {
+		return err
+	}
+	dev, err := tenant.Dev(allow)
+	if err != nil {
+		return fmt.Errorf("dev tenant: %w", err)
+	}
+	tp, shutdownTracing, err := telemetry.Setup(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(sctx)
+	}()
+
+	svc := server.New(server.WithDefaultTenant(dev))
+	gs, hs := server.NewGRPCServer(svc, server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection})
+
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", "dev (single default tenant, memory store, no key, loopback only)", "reflection", o.reflection, "allow_destinations", allow)
+	if ready != nil {
+		ready <- lis.Addr()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: health NOT_SERVING, then graceful stop", "timeout", o.shutdownTimeout)
+	hs.Shutdown() // every service reports NOT_SERVING from now on
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	t := time.NewTimer(o.shutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		logger.Warn("graceful stop timed out; cutting remaining calls")
+		gs.Stop()
+		<-done
+	}
+	<-errc
+	return nil
+}
+
+// splitCIDRs parses a comma-separated list of CIDRs (or bare IPs).
+func splitCIDRs(s string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "/") {
+			a, err := netip.ParseAddr(part)
+			if err != nil {
+				return nil, fmt.Errorf("--allow-destinations: %q is not a CIDR or IP", part)
+			}
+			part = netip.PrefixFrom(a, a.BitLen()).String()
+		}
+		if _, err := netip.ParsePrefix(part); err != nil {
+			return nil, fmt.Errorf("--allow-destinations: %q is not a CIDR: %w", part, err)
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+// requireLoopback refuses to serve the unauthenticated dev tenant on any
+// address but loopback.
+func requireLoopback(listen string) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to listen on %q without authentication: the embedded default has no API keys, so it serves loopback only; pass --config with tenants and key hashes (see docs/operations.md) or listen on 127.0.0.1", listen)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"net/url"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+)
+
+// ClassifyResponse applies the tenant's policy to a response the caller got.
+func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
+	t, err := s.tenantFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var u *url.URL
+	if err := validateClassify(req, &u); err != nil {
+		return nil, err
+	}
+	pol, ok := t.Policy(req.GetPolicy())
+	if !ok {
+		return nil, unknownPolicy(req.GetPolicy())
+	}
+	now := s.clock.Now()
+	if req.GetNow() != nil {
+		now = req.GetNow().AsTime()
+	}
+	provider := chooseProvider(pol, req.GetProvider(), u)
+	in := engine.Input{
+		Method:  req.GetMethod(),
+		Attempt: int(req.GetAttempt()),
+		Reader:  pol.ReaderFor(provider),
+		Now:     now,
+	}
+	if req.GetDeadline() != nil {
+		in.Deadline = req.GetDeadline().AsTime()
+	}
+	if req.GetTransportError() != rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED {
+		in.Transport = engine.TransportError(req.GetTransportError())
+	} else {
+		in.Response = &providers.Response{
+			Status: int(req.GetStatusCode()),
+			Header: toHTTPHeader(req.GetHeaders()),
+			Body:   req.GetBody(),
+			Now:    now,
+		}
+	}
+	in.HasIdempotencyKey = hasHeader(req.GetRequestHeaders(), pol.IdempotencyHeader) ||
+		hasHeader(req.GetHeaders(), pol.IdempotencyHeader)
+	d := pol.Decide(&in, s.rand)
+	if u != nil && s.gates != nil {
+		d, err = s.gates.classify(ctx, t, pol, provider, u, req.GetRequestHeaders(), &in, d)
+		if err != nil {
+			return nil, err
+		}
+	}
+	recordDecision(trace.SpanFromContext(ctx), d, provider)
+	return &rbv1.ClassifyResponseResponse{Decision: decisionToProto(d, provider)}, nil
+}
+
+func validateClassify(req *rbv1.ClassifyResponseRequest, u **url.URL) error {
+	var v violations
+	if p := req.GetProvider(); p != "" {
+		if _, ok := providers.Lookup(p); !ok {
+			v.add("provider", "unknown provider %q", truncate(p))
+		}
+	}
+	checkMethod(&v, "method", req.GetMethod())
+	te := req.GetTransportError()
+	switch {
+	case te != rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED && req.GetStatusCode() != 0:
+		v.add("status_code", "set either status_code or transport_error, not both")
+	case te == rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED && (req.GetStatusCode() < 100 || req.GetStatusCode() > 599):
+		v.add("status_code", "must be between 100 and 599, got %d", req.GetStatusCode())
+	}
+	if te != rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED {
+		if _, ok := rbv1.TransportError_name[int32(te)]; !ok || te == rbv1.TransportError_TRANSPORT_ERROR_DESTINATION_REFUSED {
+			v.add("transport_error", "unsupported transport error %d", int32(te))
+		}
+	}
+	checkHeaders(&v, "headers", req.GetHeaders())
+	checkHeaders(&v, "request_headers", req.GetRequestHeaders())
+	if req.GetAttempt() > engine.MaxAttemptNumber {
+		v.add("attempt", "must be at most %d, got %d", engine.MaxAttemptNumber, req.GetAttempt())
+	}
+	if len(req.GetBody()) > MaxClassifyBody {
+		v.add("body", "too large: %d bytes (at most %d; send only the leading bytes)", len(req.GetBody()), MaxClassifyBody)
+	}
+	if ts := req.GetNow(); ts != nil && ts.CheckValid() != nil {
+		v.add("now", "invalid timestamp")
+	}
+	if ts := req.GetDeadline(); ts != nil && ts.CheckValid() != nil {
+		v.add("deadline", "invalid timestamp")
+	}
+	if raw := req.GetUrl(); raw != "" {
+		if parsed, err := parseHTTPURL(raw); err != nil {
+			v.add("url", "%s", err.Error())
+		} else {
+			*u = parsed
+		}
+	}
+	return v.err()
+}
+
+// chooseProvider picks the reader: the request's override, then the
+// policy's provider, then the policy's host map, then "retry-after".
+func chooseProvider(p *tenant.Policy, override string, u *url.URL) string {
+	if override != "" {
+		return override
+	}
+	if p.Provider != "" {
+		return p.Provider
+	}
+	if u != nil {
+		if name, ok := p.HostMap.ProviderFor(u.Host); ok {
+			return name
+		}
+	}
+	return "retry-after"
+}
+
+func hasHeader(hs []*rbv1.HttpHeader, canonical string) bool {
+	for _, h := range hs {
+		if len(h.GetName()) == len(canonical) && equalFoldASCII(h.GetName(), canonical) {
+			return true
+		}
+	}
+	return false
+}
+
+func equalFoldASCII(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// Span attribute keys for decisions, under the project namespace.
+const (
+	AttrAction     = attribute.Key("retrybroker.decision.action")
+	AttrReason     = attribute.Key("retrybroker.decision.reason")
+	AttrDelayMS    = attribute.Key("retrybroker.decision.delay_ms")
+	AttrHintSource = attribute.Key("retrybroker.decision.hint_source")
+	AttrHintMS     = attribute.Key("retrybroker.decision.hint_ms")
+	AttrProvider   = attribute.Key("retrybroker.provider")
+)
+
+func recordDecision(span trace.Span, d engine.Decision, provider string) {
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		AttrAction.String(d.Action.String()),
+		AttrReason.String(d.Reason.String()),
+		AttrProvider.String(provider),
+	}
+	if d.Action == engine.ActionRetry {
+		attrs = append(attrs, AttrDelayMS.Int64(d.Delay.Milliseconds()), AttrHintSource.String(d.HintSource))
+	}
+	if d.HasHint {
+		attrs = append(attrs, AttrHintMS.Int64(d.Hint.Milliseconds()))
+	}
+	span.SetAttributes(attrs...)
+}
+
+func unknownPolicy(name string) error {
+	return status.Errorf(codes.FailedPrecondition, "unknown policy %q for this tenant", truncate(name))
+}
+
+// parseHTTPURL parses an absolute http(s) URL with a host.
+func parseHTTPURL(raw string) (*url.URL, error) {
+	if len(raw) > MaxURLLength {
+		return nil, errorf("too long: %d bytes (at most %d)", len(raw), MaxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errorf("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errorf("scheme must be http or https")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, errorf("URL must have a host")
+	}
+	return u, nil
+}

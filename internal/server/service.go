@@ -1,0 +1,80 @@
+// Package server is the gRPC face of the broker: it authenticates nothing
+// and decides nothing itself, but validates requests, translates between the
+// proto contract and the engine, and maps errors to precise gRPC statuses.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+)
+
+// Service implements rbv1.BrokerServiceServer.
+type Service struct {
+	rbv1.UnimplementedBrokerServiceServer
+
+	clock engine.Clock
+	rand  engine.Rand
+	gates *gateKeeper
+	// fallbackTenant serves calls that carry no authenticated tenant (the
+	// embedded default, loopback only). Nil means such calls are refused.
+	fallbackTenant *tenant.Tenant
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithClock injects the clock (default engine.SystemClock).
+func WithClock(c engine.Clock) Option { return func(s *Service) { s.clock = c } }
+
+// WithRand injects the jitter source (default engine.GlobalRand).
+func WithRand(r engine.Rand) Option { return func(s *Service) { s.rand = r } }
+
+// WithDefaultTenant serves unauthenticated calls as t (dev mode).
+func WithDefaultTenant(t *tenant.Tenant) Option { return func(s *Service) { s.fallbackTenant = t } }
+
+// New returns a Service.
+func New(opts ...Option) *Service {
+	s := &Service{clock: engine.SystemClock{}, rand: engine.GlobalRand}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *Service) tenantFrom(ctx context.Context) (*tenant.Tenant, error) {
+	if t, ok := tenant.FromContext(ctx); ok {
+		return t, nil
+	}
+	if s.fallbackTenant != nil {
+		return s.fallbackTenant, nil
+	}
+	return nil, status.Error(codes.Unauthenticated, "missing credentials: send authorization: Bearer <api key>")
+}
+
+// gateKeeper shares cooldown gates between Execute and ClassifyResponse.
+type gateKeeper struct{}
+
+func (g *gateKeeper) classify(_ context.Context, _ *tenant.Tenant, _ *tenant.Policy, _ string, _ any, _ []*rbv1.HttpHeader, _ *engine.Input, d engine.Decision) (engine.Decision, error) {
+	return d, nil
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// contextStatus maps a context error to Canceled or DeadlineExceeded.
+func contextStatus(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "call canceled by the caller")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+// Package tenant models who calls the broker and under which policies: a
+// Tenant owns named Policies; a Directory is an immutable snapshot of all
+// tenants that can be swapped atomically on reload.
+package tenant
+
+import (
+	"context"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/store"
+)
+
+// DevTenantID is the id of the single tenant of the embedded default.
+const DevTenantID = "dev"
+
+// DefaultPolicyName is the name of a tenant's default policy.
+const DefaultPolicyName = "default"
+
+// Policy is an engine policy plus what Execute needs around it.
+type Policy struct {
+	engine.Policy
+	// HostMap chooses the provider from the request host when the policy
+	// names none.
+	HostMap providers.HostMap
+	// Budget limits retries per tenant (store.DefaultBudget() by default).
+	Budget store.BudgetConfig
+	// Pace paces calls per (tenant, host); zero Rate disables it.
+	Pace store.PaceConfig
+	// AllowDestinations are address ranges this policy may reach even
+	// though they are special-purpose (loopback, private, ...).
+	AllowDestinations []string
+	// AllowPorts, when non-empty, are the only ports this policy may reach.
+	AllowPorts []uint16
+	// MaxRedirects is the number of redirects followed; 0 follows none.
+	MaxRedirects int
+	// GateByCredential keys cooldown gates by a fingerprint of the
+	// Authorization header as well as by provider or host.
+	GateByCredential bool
+	// FailClosed makes calls fail with UNAVAILABLE when the shared store is
+	// unreachable, instead of serving on local state.
+	FailClosed bool
+}
+
+// Tenant is one caller identity and its policies.
+type Tenant struct {
+	// ID is the tenant's stable id; it namespaces all shared state.
+	ID string
+	// Policies by name; DefaultPolicyName must be present.
+	Policies map[string]*Policy
+	// DefaultPolicy names the policy used when a request names none.
+	DefaultPolicy string
+}
+
+// Policy returns the named policy, or the default for "". It reports
+// false for an unknown name.
+func (t *Tenant) Policy(name string) (*Policy, bool) {
+	if name == "" {
+		name = t.DefaultPolicy
+		if name == "" {
+			name = DefaultPolicyName
+		}
+	}
+	p, ok := t.Policies[name]
+	return p, ok
+}
+
+// DefaultPolicy returns the standard policy wrapped with the broker's
+// defaults for budgets, host mapping and redirects.
+func DefaultPolicy() *Policy {
+	return &Policy{
+		Policy:  engine.DefaultPolicy(),
+		HostMap: providers.DefaultHostMap(),
+		Budget:  store.DefaultBudget(),
+	}
+}
+
+// Dev returns the embedded default tenant: one default policy, with the
+// given extra destination ranges allowed (for example "127.0.0.1/32").
+func Dev(allow []string) (*Tenant, error) {
+	p := DefaultPolicy()
+	p.AllowDestinations = append([]string(nil), allow...)
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Tenant{ID: DevTenantID, Policies: map[string]*Policy{DefaultPolicyName: p}, DefaultPolicy: DefaultPolicyName}, nil
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying t.
+func NewContext(ctx context.Context, t *Tenant) context.Context {
+	return context.WithValue(ctx, ctxKey{}, t)
+}
+
+// FromContext returns the tenant in ctx, if any.
+func FromContext(ctx context.Context) (*Tenant, bool) {
+	t, ok := ctx.Value(ctxKey{}).(*Tenant)
+	return t, ok && t != nil
+}
