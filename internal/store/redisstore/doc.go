@@ -1,0 +1,54 @@
+// Package redisstore is the Redis implementation of store.Store, through
+// which several broker replicas share cooldown gates, in-flight counts,
+// retry budgets and pacing.
+//
+// # Atomicity and round trips
+//
+// Admit and Complete (and Observe) each run one Lua script with EVALSHA
+// (falling back to EVAL once when the server lost its script cache), so
+// each is one atomic round trip. GateState is a single GET.
+//
+// # Keys
+//
+// Every key starts with a prefix (default "rb:v1:"), then a Redis Cluster
+// hash tag holding the escaped tenant, then the kind of state and its
+// escaped components, separated by ":":
+//
+//	rb:v1:{t:<tenant>}:g:<scope>:<credential>   gate: closed-until, Unix µs (string)
+//	rb:v1:{t:<tenant>}:f:<scope>:<credential>   in flight: ZSET ticket id -> expiry, Unix µs
+//	rb:v1:{t:<tenant>}:p:<host>                 pacing: GCRA theoretical arrival time, Unix µs (string)
+//	rb:v1:{t:<tenant>}:b                        retry budget: HASH of one-second buckets
+//
+// Components are percent-escaped: every byte outside [A-Za-z0-9._~-] is
+// written as %XX, so no component contains ":", "{", "}" or "%" and no two
+// distinct (tenant, scope, credential) triples map to one key. All keys of a
+// tenant share one hash tag, so the scripts also work on Redis Cluster.
+//
+// The budget hash holds, for bucket i = second mod window, the fields
+// s<i> (the Unix second the bucket counts), q<i> (first attempts) and
+// r<i> (retries); a bucket whose second left the window counts nothing
+// and is reset on its next write.
+//
+// # Expiry
+//
+// Every key written has a TTL: a gate lives until it reopens plus a margin
+// (10 s), the in-flight set until its newest ticket expires plus the margin,
+// the budget hash for its window plus the margin, and the pacing key until
+// its theoretical arrival time passes.
+//
+// # Time
+//
+// Scripts use the clock passed in each request (Now), never Redis TIME, so
+// tests drive time and results do not depend on the Redis host's clock.
+// Replicas must keep their clocks roughly synchronized (NTP): a replica whose
+// clock runs d ahead sees gates reopen, and pacing slots free up, d early.
+// TTLs are set relative (PEXPIRE), so clock skew between brokers and Redis
+// never expires a key early.
+//
+// # Failures
+//
+// New never fails because Redis is down: the client connects lazily. Each
+// call is bounded by its ctx (ContextTimeoutEnabled) and by short client
+// timeouts (500 ms dial, read and write, one retry) unless the URL sets
+// them. Errors wrap store.ErrUnavailable; they carry no credentials.
+package redisstore

@@ -1,0 +1,132 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Times in the scripts are Unix microseconds held in Lua numbers (doubles),
+// exact up to 2^53 µs (year 2255). Integers are written with
+// string.format('%d') so that no value is stored in exponent form.
+
+// luaBudget holds the budget helpers shared by both scripts. A budget hash
+// holds, per bucket i = second % window: s<i> = the second counted,
+// q<i> = first attempts, r<i> = retries.
+const luaBudget = `
+local function fmt(n) return string.format('%d', n) end
+
+local function budget_bump(key, now, window, kind, margin_ms)
+  local sec = math.floor(now / 1000000)
+  local i = fmt(sec % window)
+  local stamp = redis.call('HGET', key, 's' .. i)
+  if stamp ~= fmt(sec) then
+    redis.call('HSET', key, 's' .. i, fmt(sec), 'q' .. i, '0', 'r' .. i, '0')
+  end
+  redis.call('HINCRBY', key, kind .. i, 1)
+  redis.call('PEXPIRE', key, fmt(window * 1000 + margin_ms))
+end
+
+local function budget_sums(key, now, window)
+  local sec = math.floor(now / 1000000)
+  local h = redis.call('HGETALL', key)
+  local t = {}
+  for j = 1, #h, 2 do
+    t[h[j]] = h[j + 1]
+  end
+  local q, r = 0, 0
+  for i = 0, window - 1 do
+    local stamp = tonumber(t['s' .. i])
+    if stamp and stamp > sec - window and stamp <= sec then
+      q = q + (tonumber(t['q' .. i]) or 0)
+      r = r + (tonumber(t['r' .. i]) or 0)
+    end
+  end
+  return q, r
+end
+`
+
+// admitScript checks the gate and pacing and registers an admitted attempt.
+//
+// KEYS: 1 gate, 2 in-flight set, 3 pacing TAT, 4 budget.
+// ARGV: 1 now µs, 2 ticket id, 3 ticket TTL µs, 4 pacing interval µs (0 =
+// no pacing), 5 burst, 6 max pacing wait µs, 7 budget window s (0 = do not
+// count), 8 key margin ms.
+// Returns {0, 0, wait µs} when admitted, {1, closed until µs, 0} when the
+// gate is closed, {2, 0, wait µs} when pacing denied.
+var admitScript = redis.NewScript(luaBudget + `
+local now = tonumber(ARGV[1])
+local margin = tonumber(ARGV[8])
+local g = tonumber(redis.call('GET', KEYS[1]) or '0')
+if g > now then
+  return {1, g, 0}
+end
+local wait = 0
+local interval = tonumber(ARGV[4])
+if interval > 0 then
+  local tat = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if tat < now then tat = now end
+  local newtat = tat + interval
+  wait = newtat - tonumber(ARGV[5]) * interval - now
+  if wait < 0 then wait = 0 end
+  if wait > tonumber(ARGV[6]) then
+    return {2, 0, wait}
+  end
+  redis.call('SET', KEYS[3], fmt(newtat), 'PX', fmt(math.max(1, math.ceil((newtat - now) / 1000))))
+end
+local window = tonumber(ARGV[7])
+if window > 0 then
+  budget_bump(KEYS[4], now, window, 'q', margin)
+end
+local ttl = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', fmt(now))
+redis.call('ZADD', KEYS[2], fmt(now + ttl), ARGV[2])
+local keep = math.ceil(ttl / 1000) + margin
+if redis.call('PTTL', KEYS[2]) < keep then
+  redis.call('PEXPIRE', KEYS[2], fmt(keep))
+end
+return {0, 0, wait}
+`)
+
+// completeScript ends an attempt (or records a bare observation), closes
+// the gate as the observation asks, and spends a retry from the budget.
+//
+// KEYS: 1 gate, 2 in-flight set, 3 budget.
+// ARGV: 1 now µs, 2 ticket id ('' = none), 3 close until µs (0 = none),
+// 4 has quota ('1' or '0'), 5 remaining, 6 reset µs, 7 spend retry ('1' or
+// '0'), 8 budget window s (0 = unlimited), 9 ratio, 10 floor total,
+// 11 key margin ms.
+// Returns {closed until µs (0 = open), retry allowed (1 or 0)}.
+var completeScript = redis.NewScript(luaBudget + `
+local now = tonumber(ARGV[1])
+local margin = tonumber(ARGV[11])
+if ARGV[2] ~= '' then
+  redis.call('ZREM', KEYS[2], ARGV[2])
+end
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local target = cur
+local until_ = tonumber(ARGV[3])
+if until_ > now and until_ > target then
+  target = until_
+end
+if ARGV[4] == '1' then
+  local reset = tonumber(ARGV[6])
+  if reset > now and reset > target then
+    local others = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
+    if tonumber(ARGV[5]) <= others then
+      target = reset
+    end
+  end
+end
+if target > cur then
+  redis.call('SET', KEYS[1], fmt(target), 'PX', fmt(math.ceil((target - now) / 1000) + margin))
+end
+local allowed = 1
+local window = tonumber(ARGV[8])
+if ARGV[7] == '1' and window > 0 then
+  local q, r = budget_sums(KEYS[3], now, window)
+  if r + 1 <= tonumber(ARGV[9]) * q + tonumber(ARGV[10]) then
+    budget_bump(KEYS[3], now, window, 'r', margin)
+  else
+    allowed = 0
+  end
+end
+if target <= now then target = 0 end
+return {target, allowed}
+`)
