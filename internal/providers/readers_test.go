@@ -35,7 +35,6 @@ type readerCase struct {
 	quota   *Quota
 }
 
-
 func runReaderCases(t *testing.T, name string, cases []readerCase) {
 	t.Helper()
 	rd, ok := Lookup(name)
