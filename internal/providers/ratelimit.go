@@ -32,35 +32,45 @@ type RateLimitItem struct {
 // parameter repeats, the last one wins (RFC 9651). Any syntax or type error
 // makes the whole field invalid, and ParseRateLimit reports false.
 func ParseRateLimit(lines []string) ([]RateLimitItem, bool) {
-	var input string
-	switch len(lines) {
-	case 0:
+	if len(lines) == 0 {
 		return nil, true
-	case 1:
-		input = lines[0]
-	default:
-		input = strings.Join(lines, ", ")
 	}
+	input := rateLimitInput(lines)
 	p := sfParser{s: input}
-	return p.rateLimitList()
+	var items []RateLimitItem
+	if !p.rateLimitList(func(it RateLimitItem) { items = append(items, it) }) {
+		return nil, false
+	}
+	return items, true
+}
+
+// rateLimitInput combines RateLimit field lines as RFC 9110 does for lists.
+func rateLimitInput(lines []string) string {
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return strings.Join(lines, ", ")
 }
 
 // RateLimitDelay returns the delay an IETF RateLimit field asks for: the
 // largest reset ("t", in seconds) among items whose remaining quota ("r") is
 // zero. It reports false when the field is invalid or no item is exhausted.
 func RateLimitDelay(lines []string) (time.Duration, bool) {
-	items, ok := ParseRateLimit(lines)
-	if !ok {
+	if len(lines) == 0 {
 		return 0, false
 	}
 	var best time.Duration
 	found := false
-	for _, it := range items {
+	p := sfParser{s: rateLimitInput(lines)}
+	ok := p.rateLimitList(func(it RateLimitItem) {
 		if it.HasRemaining && it.Remaining == 0 && it.HasReset && (!found || it.Reset > best) {
 			best, found = it.Reset, true
 		}
+	})
+	if !ok || !found {
+		return 0, false
 	}
-	return best, found
+	return best, true
 }
 
 // sfParser is a strict parser for the subset of RFC 9651 structured fields a
@@ -115,38 +125,38 @@ func (p *sfParser) skipOWS() {
 }
 
 // rateLimitList parses a whole List field (RFC 9651 section 4.2 and 4.2.1)
-// into RateLimit items.
-func (p *sfParser) rateLimitList() ([]RateLimitItem, bool) {
+// and passes each RateLimit item to visit, in order. It reports false if the
+// field is invalid, possibly after visiting some items.
+func (p *sfParser) rateLimitList(visit func(RateLimitItem)) bool {
 	// Leading SP is discarded; trailing SP is discarded too. Field values
 	// from HTTP have no surrounding tabs, but be lenient with OWS here as
 	// the engine may pass untrimmed values.
 	p.s = trimOWS(p.s)
-	var items []RateLimitItem
 	for !p.eof() {
 		if p.peek() == '(' {
 			// An inner list is well-formed syntax but not a RateLimit item.
-			return nil, false
+			return false
 		}
 		it, ok := p.rateLimitItem()
 		if !ok {
-			return nil, false
+			return false
 		}
-		items = append(items, it)
+		visit(it)
 		p.skipOWS()
 		if p.eof() {
-			return items, true
+			return true
 		}
 		if p.peek() != ',' {
-			return nil, false
+			return false
 		}
 		p.pos++
 		p.skipOWS()
 		if p.eof() {
 			// A trailing comma is an error.
-			return nil, false
+			return false
 		}
 	}
-	return items, true
+	return true
 }
 
 // rateLimitItem parses one Item with its parameters.

@@ -202,7 +202,7 @@ func quota(r *Response, remaining, reset field, format valueFormat) (Quota, bool
 // it adds.
 type reader struct {
 	name  string
-	read  func(r *Response, out *Reading)
+	read  func(r *Response) Reading
 	extra []int
 }
 
@@ -213,7 +213,7 @@ func (rd *reader) Name() string { return rd.name }
 func (rd *reader) Read(r *Response) Reading {
 	var out Reading
 	if r != nil && rd.read != nil {
-		rd.read(r, &out)
+		out = rd.read(r)
 	}
 	return out
 }
@@ -252,39 +252,50 @@ func firstHint(r *Response, out *Reading, fields []field, formats []valueFormat)
 	}
 }
 
-func readRetryAfter(r *Response, out *Reading) {
+func readRetryAfter(r *Response) (res Reading) {
+	out := &res
 	out.Hint, out.HasHint = headerHint(r, hRetryAfter, formatRetryAfter)
+	return res
 }
 
-func readAzure(r *Response, out *Reading) {
+func readAzure(r *Response) (res Reading) {
+	out := &res
 	firstHint(r, out,
 		[]field{hXMsRetryAfterMs, hRetryAfterMs, hRetryAfter},
 		[]valueFormat{formatMilliseconds, formatMilliseconds, formatRetryAfter})
+	return res
 }
 
-func readAWS(r *Response, out *Reading) {
+func readAWS(r *Response) (res Reading) {
+	out := &res
 	firstHint(r, out,
 		[]field{hXAmzRetryAfter, hRetryAfter},
 		[]valueFormat{formatMilliseconds, formatRetryAfter})
+	return res
 }
 
-func readGitHub(r *Response, out *Reading) {
+func readGitHub(r *Response) (res Reading) {
+	out := &res
 	if !tryHeader(r, out, hRetryAfter, formatRetryAfter) &&
 		(r.Status == http.StatusForbidden || r.Status == http.StatusTooManyRequests) &&
 		isZero(r.Header, hXRateLimitRemain) {
 		tryHeader(r, out, hXRateLimitReset, formatUnixSeconds)
 	}
 	out.Quota, out.HasQuota = quota(r, hXRateLimitRemain, hXRateLimitReset, formatUnixSeconds)
+	return res
 }
 
-func readJira(r *Response, out *Reading) {
+func readJira(r *Response) (res Reading) {
+	out := &res
 	if !tryHeader(r, out, hRetryAfter, formatRetryAfter) && r.Status == http.StatusTooManyRequests {
 		tryHeader(r, out, hXRateLimitReset, formatISO8601)
 	}
 	out.Quota, out.HasQuota = quota(r, hXRateLimitRemain, hXRateLimitReset, formatISO8601)
+	return res
 }
 
-func readOpenAI(r *Response, out *Reading) {
+func readOpenAI(r *Response) (res Reading) {
+	out := &res
 	if !tryHeader(r, out, hRetryAfterMs, formatMilliseconds) &&
 		!tryHeader(r, out, hRetryAfter, formatRetryAfter) {
 		// When both quotas are exhausted the longer reset wins.
@@ -301,9 +312,11 @@ func readOpenAI(r *Response, out *Reading) {
 		setHint(out, best, found)
 	}
 	out.Quota, out.HasQuota = quota(r, hOpenAIRemainReq, hOpenAIResetReq, formatGoDuration)
+	return res
 }
 
-func readAnthropic(r *Response, out *Reading) {
+func readAnthropic(r *Response) (res Reading) {
+	out := &res
 	if !tryHeader(r, out, hRetryAfter, formatRetryAfter) {
 		// The latest reset among exhausted families wins.
 		var best Hint
@@ -320,9 +333,11 @@ func readAnthropic(r *Response, out *Reading) {
 	}
 	fam := anthropicFamilies[0]
 	out.Quota, out.HasQuota = quota(r, fam.remaining, fam.reset, formatRFC3339)
+	return res
 }
 
-func readDiscord(r *Response, out *Reading) {
+func readDiscord(r *Response) (res Reading) {
+	out := &res
 	if !tryHeader(r, out, hRetryAfter, formatRetryAfter) {
 		if isZero(r.Header, hXRateLimitRemain) {
 			tryHeader(r, out, hDiscordResetAfter, formatDecimalSeconds)
@@ -334,15 +349,18 @@ func readDiscord(r *Response, out *Reading) {
 		}
 	}
 	out.Quota, out.HasQuota = quota(r, hXRateLimitRemain, hDiscordResetAfter, formatDecimalSeconds)
+	return res
 }
 
-func readGitLab(r *Response, out *Reading) {
+func readGitLab(r *Response) (res Reading) {
+	out := &res
 	if !tryHeader(r, out, hRetryAfter, formatRetryAfter) && rateLimitExhaustedOrUnknown(r.Header) {
 		if !tryHeader(r, out, hRateLimitReset, formatUnixSeconds) {
 			tryHeader(r, out, hRateLimitResetTm, formatHTTPDate)
 		}
 	}
 	out.Quota, out.HasQuota = quota(r, hRateLimitRemain, hRateLimitReset, formatUnixSeconds)
+	return res
 }
 
 // rateLimitExhaustedOrUnknown reports whether GitLab's RateLimit-Remaining is
@@ -356,45 +374,54 @@ func rateLimitExhaustedOrUnknown(h http.Header) bool {
 	return isZero(h, hRateLimitRemain)
 }
 
-func readShopify(r *Response, out *Reading) {
+func readShopify(r *Response) (res Reading) {
+	out := &res
 	out.Hint, out.HasHint = headerHint(r, hRetryAfter, formatDecimalOrDate)
+	return res
 }
 
-func readX(r *Response, out *Reading) {
+func readX(r *Response) (res Reading) {
+	out := &res
 	if isZero(r.Header, hXRateLimit2Remain) {
 		out.Hint, out.HasHint = headerHint(r, hXRateLimit2Reset, formatUnixSeconds)
 	}
 	out.Quota, out.HasQuota = quota(r, hXRateLimit2Remain, hXRateLimit2Reset, formatUnixSeconds)
+	return res
 }
 
-func readIETF(r *Response, out *Reading) {
+func readIETF(r *Response) (res Reading) {
+	out := &res
 	if tryHeader(r, out, hRetryAfter, formatRetryAfter) {
-		return
+		return res
 	}
 	lines := r.Header[hRateLimit.key]
 	if len(lines) == 0 {
-		return
+		return res
 	}
 	if d, ok := RateLimitDelay(lines); ok {
 		out.Hint, out.HasHint = Hint{Delay: d, Source: hRateLimit.source}, true
 	}
+	return res
 }
 
 // readGoogle checks Retry-After before the body. Google's APIs put the delay
 // in the body's RetryInfo; some front ends (and proxies in front of Google)
 // send Retry-After instead, and a header that the server did send is as
 // authoritative as the body, so it is honoured first.
-func readGoogle(r *Response, out *Reading) {
+func readGoogle(r *Response) (res Reading) {
+	out := &res
 	if tryHeader(r, out, hRetryAfter, formatRetryAfter) {
-		return
+		return res
 	}
 	if d, ok := ParseGoogleRetryInfo(r.Body); ok {
 		out.Hint, out.HasHint = Hint{Delay: d, Source: sourceGoogleBody}, true
 	}
+	return res
 }
 
-func readStripe(r *Response, out *Reading) {
-	readRetryAfter(r, out)
+func readStripe(r *Response) (res Reading) {
+	out := &res
+	*out = readRetryAfter(r)
 	if v, ok := single(r.Header, hStripeShouldRetry.key); ok {
 		switch trimOWS(v) {
 		case "true":
@@ -403,6 +430,7 @@ func readStripe(r *Response, out *Reading) {
 			out.Verdict = VerdictDoNotRetry
 		}
 	}
+	return res
 }
 
 // Built-in readers, by name.
