@@ -88,7 +88,7 @@ return {0, 0, wait}
 // the gate as the observation asks, and spends a retry from the budget.
 //
 // KEYS: 1 gate, 2 in-flight set, 3 budget.
-// ARGV: 1 now µs, 2 ticket id ('' = none), 3 close until µs (0 = none),
+// ARGV: 1 now µs, 2 ticket id (empty = none), 3 close until µs (0 = none),
 // 4 has quota ('1' or '0'), 5 remaining, 6 reset µs, 7 spend retry ('1' or
 // '0'), 8 budget window s (0 = unlimited), 9 ratio, 10 floor total,
 // 11 key margin ms.
