@@ -62,4 +62,3 @@ func BenchmarkClassifyGitHub(b *testing.B) {
 		_ = p.Decide(&in, nil)
 	}
 }
-

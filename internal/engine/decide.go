@@ -125,6 +125,9 @@ type Input struct {
 	HasIdempotencyKey bool
 	// Reader overrides the policy's reader (provider chosen per request).
 	Reader providers.HintReader
+	// Reading, when not nil, is Reader's reading of Response, already made
+	// by the caller; Decide then does not read the response again.
+	Reading *providers.Reading
 	// Deadline, when non-zero, is when the logical call must end: a wait
 	// that would end after it gives up with ReasonDeadlineTooShort.
 	Deadline time.Time
@@ -148,7 +151,12 @@ func (p *Policy) Decide(in *Input, rnd Rand) Decision {
 	if reader == nil {
 		reader = p.Reader()
 	}
-	reading := reader.Read(resp)
+	var reading providers.Reading
+	if in.Reading != nil {
+		reading = *in.Reading
+	} else {
+		reading = reader.Read(resp)
+	}
 	d := Decision{Action: ActionDoNotRetry}
 	if reading.HasHint {
 		d.Hint, d.HasHint = reading.Hint.Delay, true

@@ -4,15 +4,14 @@ import (
 	"context"
 	"net/url"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/tenant"
-	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
 
 // ClassifyResponse applies the tenant's policy to a response the caller got.
@@ -62,7 +61,9 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 			return nil, err
 		}
 	}
-	recordDecision(trace.SpanFromContext(ctx), d, provider)
+	span := trace.SpanFromContext(ctx)
+	engine.RecordDecision(span, d)
+	span.SetAttributes(engine.AttrProvider.String(provider))
 	return &rbv1.ClassifyResponseResponse{Decision: decisionToProto(d, provider)}, nil
 }
 
@@ -150,34 +151,6 @@ func equalFoldASCII(a, b string) bool {
 		}
 	}
 	return true
-}
-
-// Span attribute keys for decisions, under the project namespace.
-const (
-	AttrAction     = attribute.Key("retrybroker.decision.action")
-	AttrReason     = attribute.Key("retrybroker.decision.reason")
-	AttrDelayMS    = attribute.Key("retrybroker.decision.delay_ms")
-	AttrHintSource = attribute.Key("retrybroker.decision.hint_source")
-	AttrHintMS     = attribute.Key("retrybroker.decision.hint_ms")
-	AttrProvider   = attribute.Key("retrybroker.provider")
-)
-
-func recordDecision(span trace.Span, d engine.Decision, provider string) {
-	if !span.IsRecording() {
-		return
-	}
-	attrs := []attribute.KeyValue{
-		AttrAction.String(d.Action.String()),
-		AttrReason.String(d.Reason.String()),
-		AttrProvider.String(provider),
-	}
-	if d.Action == engine.ActionRetry {
-		attrs = append(attrs, AttrDelayMS.Int64(d.Delay.Milliseconds()), AttrHintSource.String(d.HintSource))
-	}
-	if d.HasHint {
-		attrs = append(attrs, AttrHintMS.Int64(d.Hint.Milliseconds()))
-	}
-	span.SetAttributes(attrs...)
 }
 
 func unknownPolicy(name string) error {

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/retrybroker/retrybroker/internal/engine"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
 // toHTTPHeader builds an http.Header keeping order and duplicates.

@@ -170,9 +170,13 @@ func TestClassifyRejectsBadRequests(t *testing.T) {
 		{"empty header name", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("ok", "1"), hdr("", "1")} }), codes.InvalidArgument, "headers[1].name"},
 		{"non-ascii header name", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("Rétry", "1")} }), codes.InvalidArgument, "headers[0].name"},
 		{"value with CR", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("Retry-After", "1\r")} }), codes.InvalidArgument, "headers[0].value"},
-		{"value with LF", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("Retry-After", "1\nX-Evil: 1")} }), codes.InvalidArgument, "headers[0].value"},
+		{"value with LF", with(func(r *rbv1.ClassifyResponseRequest) {
+			r.Headers = []*rbv1.HttpHeader{hdr("Retry-After", "1\nX-Evil: 1")}
+		}), codes.InvalidArgument, "headers[0].value"},
 		{"value with NUL", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("Retry-After", "1\x00")} }), codes.InvalidArgument, "headers[0].value"},
-		{"request header with LF", with(func(r *rbv1.ClassifyResponseRequest) { r.RequestHeaders = []*rbv1.HttpHeader{hdr("Idempotency-Key", "a\nb")} }), codes.InvalidArgument, "request_headers[0].value"},
+		{"request header with LF", with(func(r *rbv1.ClassifyResponseRequest) {
+			r.RequestHeaders = []*rbv1.HttpHeader{hdr("Idempotency-Key", "a\nb")}
+		}), codes.InvalidArgument, "request_headers[0].value"},
 		{"too many headers", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = manyHeaders(server.MaxHeaders + 1) }), codes.InvalidArgument, "headers"},
 		{"headers too large", with(func(r *rbv1.ClassifyResponseRequest) {
 			r.Headers = []*rbv1.HttpHeader{hdr("X-Big", strings.Repeat("a", server.MaxHeaderBytes))}
@@ -186,7 +190,9 @@ func TestClassifyRejectsBadRequests(t *testing.T) {
 		{"url with bad scheme", with(func(r *rbv1.ClassifyResponseRequest) { r.Url = "ftp://example.com/" }), codes.InvalidArgument, "url"},
 		{"url without host", with(func(r *rbv1.ClassifyResponseRequest) { r.Url = "https:///path" }), codes.InvalidArgument, "url"},
 		{"url unparsable", with(func(r *rbv1.ClassifyResponseRequest) { r.Url = "http://[::1" }), codes.InvalidArgument, "url"},
-		{"url too long", with(func(r *rbv1.ClassifyResponseRequest) { r.Url = "https://example.com/" + strings.Repeat("a", server.MaxURLLength) }), codes.InvalidArgument, "url"},
+		{"url too long", with(func(r *rbv1.ClassifyResponseRequest) {
+			r.Url = "https://example.com/" + strings.Repeat("a", server.MaxURLLength)
+		}), codes.InvalidArgument, "url"},
 		{"unknown policy", with(func(r *rbv1.ClassifyResponseRequest) { r.Policy = "nope" }), codes.FailedPrecondition, ""},
 	}
 	if len(tests) < 20 {

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/tenant"
-	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
 
 // Service implements rbv1.BrokerServiceServer.

@@ -80,7 +80,9 @@ func TestClassifySpanCarriesDecision(t *testing.T) {
 	}
 }
 
-type panicky struct{ rbv1.UnimplementedBrokerServiceServer }
+type panicky struct {
+	rbv1.UnimplementedBrokerServiceServer
+}
 
 func (panicky) ClassifyResponse(context.Context, *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
 	panic("boom: secret internals")

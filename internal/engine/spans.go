@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Span attributes: OpenTelemetry HTTP client semantic conventions, plus the
+// decision under the project namespace "retrybroker.".
+const (
+	attrMethod      = attribute.Key("http.request.method")
+	attrURL         = attribute.Key("url.full")
+	attrServerAddr  = attribute.Key("server.address")
+	attrServerPort  = attribute.Key("server.port")
+	attrStatus      = attribute.Key("http.response.status_code")
+	attrErrorType   = attribute.Key("error.type")
+	attrResendCount = attribute.Key("http.request.resend_count")
+
+	// AttrAttempt is the 1-based attempt number.
+	AttrAttempt = attribute.Key("retrybroker.attempt")
+	// AttrAction, AttrReason, AttrDelayMS, AttrHintSource and AttrHintMS
+	// record the decision taken after an attempt.
+	AttrAction     = attribute.Key("retrybroker.decision.action")
+	AttrReason     = attribute.Key("retrybroker.decision.reason")
+	AttrDelayMS    = attribute.Key("retrybroker.decision.delay_ms")
+	AttrHintSource = attribute.Key("retrybroker.decision.hint_source")
+	AttrHintMS     = attribute.Key("retrybroker.decision.hint_ms")
+	// AttrProvider is the hint reader used.
+	AttrProvider = attribute.Key("retrybroker.provider")
+
+	attrWaitCause = attribute.Key("retrybroker.wait.cause")
+	attrWaitMS    = attribute.Key("retrybroker.wait.duration_ms")
+)
+
+func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int) (context.Context, trace.Span) {
+	host, port := c.URL.Hostname(), c.URL.Port()
+	if port == "" {
+		port = "80"
+		if c.URL.Scheme == "https" {
+			port = "443"
+		}
+	}
+	attrs := []attribute.KeyValue{
+		attrMethod.String(c.Method),
+		attrURL.String(c.RedactedURL),
+		attrServerAddr.String(host),
+		AttrAttempt.Int(n),
+		AttrProvider.String(c.Provider),
+	}
+	if p, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, attrServerPort.Int(p))
+	}
+	if n >= 2 {
+		attrs = append(attrs, attrResendCount.Int(n-1))
+	}
+	return r.Tracer.Start(ctx, c.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+func setSpanStatus(span trace.Span, status int) {
+	span.SetAttributes(attrStatus.Int(status))
+	if status >= 400 {
+		span.SetAttributes(attrErrorType.String(strconv.Itoa(status)))
+		span.SetStatus(codes.Error, "")
+	}
+}
+
+func endSpanError(span trace.Span, kind TransportError) {
+	span.SetAttributes(attrErrorType.String(kind.String()))
+	span.SetStatus(codes.Error, kind.String())
+}
+
+// RecordDecision puts a decision on span under the project namespace.
+func RecordDecision(span trace.Span, d Decision) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(AttrAction.String(d.Action.String()), AttrReason.String(d.Reason.String()))
+	if d.Action == ActionRetry {
+		span.SetAttributes(AttrDelayMS.Int64(d.Delay.Milliseconds()), AttrHintSource.String(d.HintSource))
+	}
+	if d.HasHint {
+		span.SetAttributes(AttrHintMS.Int64(d.Hint.Milliseconds()))
+	}
+}
