@@ -115,8 +115,10 @@ func (f fixedReader) ExtraRetryableStatuses() []int { return f.extra }
 
 func TestChain(t *testing.T) {
 	hintA := Reading{Hint: Hint{Delay: time.Second, Source: "a"}, HasHint: true}
-	hintB := Reading{Hint: Hint{Delay: 2 * time.Second, Source: "b"}, HasHint: true,
-		Verdict: VerdictDoNotRetry, Quota: Quota{Remaining: 3, Source: "b"}, HasQuota: true}
+	hintB := Reading{
+		Hint: Hint{Delay: 2 * time.Second, Source: "b"}, HasHint: true,
+		Verdict: VerdictDoNotRetry, Quota: Quota{Remaining: 3, Source: "b"}, HasQuota: true,
+	}
 	verdictC := Reading{Verdict: VerdictRetry, Quota: Quota{Remaining: 9, Source: "c"}, HasQuota: true}
 
 	c := Chain("policy", nil, fixedReader{name: "empty", extra: []int{529, 503}},

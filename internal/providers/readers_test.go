@@ -161,27 +161,47 @@ func TestReaderGitHub(t *testing.T) {
 		return &Quota{Remaining: 0, Reset: time.Unix(sec, 0), Source: "x-ratelimit-reset"}
 	}
 	runReaderCases(t, "github", []readerCase{
-		{name: "403 quota exhausted", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445"}},
-			hasHint: true, delay: 45 * time.Second, source: "x-ratelimit-reset", quota: reset(1796126445)},
-		{name: "429 quota exhausted", status: 429, headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "1796126445"}},
-			hasHint: true, delay: 45 * time.Second, source: "x-ratelimit-reset", quota: reset(1796126445)},
-		{name: "403 quota left", status: 403, headers: []hdr{{"x-ratelimit-remaining", "12"}, {"x-ratelimit-reset", "1796126445"}},
-			quota: &Quota{Remaining: 12, Reset: time.Unix(1796126445, 0), Source: "x-ratelimit-reset"}},
+		{
+			name: "403 quota exhausted", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445"}},
+			hasHint: true, delay: 45 * time.Second, source: "x-ratelimit-reset", quota: reset(1796126445),
+		},
+		{
+			name: "429 quota exhausted", status: 429, headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "1796126445"}},
+			hasHint: true, delay: 45 * time.Second, source: "x-ratelimit-reset", quota: reset(1796126445),
+		},
+		{
+			name: "403 quota left", status: 403, headers: []hdr{{"x-ratelimit-remaining", "12"}, {"x-ratelimit-reset", "1796126445"}},
+			quota: &Quota{Remaining: 12, Reset: time.Unix(1796126445, 0), Source: "x-ratelimit-reset"},
+		},
 		{name: "403 plain", status: 403},
-		{name: "retry-after wins", status: 429, headers: []hdr{{"Retry-After", "30"}, {"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126450"}},
-			hasHint: true, delay: 30 * time.Second, source: "retry-after", quota: reset(1796126450)},
-		{name: "invalid retry-after falls through", status: 403, headers: []hdr{{"Retry-After", "1.5"}, {"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126450"}},
-			hasHint: true, delay: 50 * time.Second, source: "x-ratelimit-reset", quota: reset(1796126450)},
-		{name: "reset in past", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126390"}},
-			hasHint: true, delay: 0, source: "x-ratelimit-reset", quota: reset(1796126390)},
-		{name: "reset ignored on 500", status: 500, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445"}},
-			quota: reset(1796126445)},
-		{name: "reset too far is still a hint", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796128200"}},
-			hasHint: true, delay: 30 * time.Minute, source: "x-ratelimit-reset", quota: reset(1796128200)},
-		{name: "quota on 200", status: 200, headers: []hdr{{"x-ratelimit-remaining", "4999"}, {"x-ratelimit-reset", "1796130000"}},
-			quota: &Quota{Remaining: 4999, Reset: time.Unix(1796130000, 0), Source: "x-ratelimit-reset"}},
-		{name: "quota exhausted on 200 is no hint", status: 200, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796130000"}},
-			quota: reset(1796130000)},
+		{
+			name: "retry-after wins", status: 429, headers: []hdr{{"Retry-After", "30"}, {"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126450"}},
+			hasHint: true, delay: 30 * time.Second, source: "retry-after", quota: reset(1796126450),
+		},
+		{
+			name: "invalid retry-after falls through", status: 403, headers: []hdr{{"Retry-After", "1.5"}, {"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126450"}},
+			hasHint: true, delay: 50 * time.Second, source: "x-ratelimit-reset", quota: reset(1796126450),
+		},
+		{
+			name: "reset in past", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126390"}},
+			hasHint: true, delay: 0, source: "x-ratelimit-reset", quota: reset(1796126390),
+		},
+		{
+			name: "reset ignored on 500", status: 500, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445"}},
+			quota: reset(1796126445),
+		},
+		{
+			name: "reset too far is still a hint", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796128200"}},
+			hasHint: true, delay: 30 * time.Minute, source: "x-ratelimit-reset", quota: reset(1796128200),
+		},
+		{
+			name: "quota on 200", status: 200, headers: []hdr{{"x-ratelimit-remaining", "4999"}, {"x-ratelimit-reset", "1796130000"}},
+			quota: &Quota{Remaining: 4999, Reset: time.Unix(1796130000, 0), Source: "x-ratelimit-reset"},
+		},
+		{
+			name: "quota exhausted on 200 is no hint", status: 200, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796130000"}},
+			quota: reset(1796130000),
+		},
 		{name: "remaining missing", status: 403, headers: []hdr{{"x-ratelimit-reset", "1796126445"}}},
 		{name: "remaining not a number", status: 403, headers: []hdr{{"x-ratelimit-remaining", "zero"}, {"x-ratelimit-reset", "1796126445"}}},
 		{name: "remaining negative", status: 403, headers: []hdr{{"x-ratelimit-remaining", "-0"}, {"x-ratelimit-reset", "1796126445"}}},
@@ -191,8 +211,10 @@ func TestReaderGitHub(t *testing.T) {
 		{name: "reset list", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445, 1796126446"}}},
 		{name: "reset twice", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445"}, {"x-ratelimit-reset", "1796126446"}}},
 		{name: "reset as date", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "Tue, 01 Dec 2026 12:00:30 GMT"}}},
-		{name: "reset beyond duration range", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "253402300799"}},
-			quota: reset(253402300799)},
+		{
+			name: "reset beyond duration range", status: 403, headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "253402300799"}},
+			quota: reset(253402300799),
+		},
 	})
 }
 
@@ -211,10 +233,14 @@ func TestReaderJira(t *testing.T) {
 		{name: "reset as unix seconds", headers: []hdr{{"X-RateLimit-Reset", "1796126445"}}},
 		{name: "reset without zone", headers: []hdr{{"X-RateLimit-Reset", "2026-12-01T12:00:30"}}},
 		{name: "reset twice", headers: []hdr{{"X-RateLimit-Reset", "2026-12-01T12:00:30Z"}, {"X-RateLimit-Reset", "2026-12-01T12:00:30Z"}}},
-		{name: "quota on 200", status: 200, headers: []hdr{{"X-RateLimit-Remaining", "10"}, {"X-RateLimit-Reset", "2026-12-01T12:00:30Z"}},
-			quota: &Quota{Remaining: 10, Reset: at(30), Source: "x-ratelimit-reset"}},
-		{name: "quota with hint", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "2026-12-01T12:01Z"}},
-			hasHint: true, delay: time.Minute, source: "x-ratelimit-reset", quota: &Quota{Remaining: 0, Reset: at(60), Source: "x-ratelimit-reset"}},
+		{
+			name: "quota on 200", status: 200, headers: []hdr{{"X-RateLimit-Remaining", "10"}, {"X-RateLimit-Reset", "2026-12-01T12:00:30Z"}},
+			quota: &Quota{Remaining: 10, Reset: at(30), Source: "x-ratelimit-reset"},
+		},
+		{
+			name: "quota with hint", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "2026-12-01T12:01Z"}},
+			hasHint: true, delay: time.Minute, source: "x-ratelimit-reset", quota: &Quota{Remaining: 0, Reset: at(60), Source: "x-ratelimit-reset"},
+		},
 	})
 }
 
@@ -222,30 +248,64 @@ func TestReaderOpenAI(t *testing.T) {
 	runReaderCases(t, "openai", []readerCase{
 		{name: "retry-after-ms", headers: []hdr{{"retry-after-ms", "1500"}, {"Retry-After", "2"}}, hasHint: true, delay: 1500 * time.Millisecond, source: "retry-after-ms"},
 		{name: "invalid ms falls to retry-after", headers: []hdr{{"retry-after-ms", "1.5"}, {"Retry-After", "2"}}, hasHint: true, delay: 2 * time.Second, source: "retry-after"},
-		{name: "requests exhausted", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "6m0s"}},
+		{
+			name: "requests exhausted", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "6m0s"}},
 			hasHint: true, delay: 6 * time.Minute, source: "x-ratelimit-reset-requests",
-			quota: &Quota{Remaining: 0, Reset: now.Add(6 * time.Minute), Source: "x-ratelimit-reset-requests"}},
-		{name: "tokens exhausted", headers: []hdr{{"x-ratelimit-remaining-requests", "10"}, {"x-ratelimit-reset-requests", "1s"},
-			{"x-ratelimit-remaining-tokens", "0"}, {"x-ratelimit-reset-tokens", "1m30.5s"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(6 * time.Minute), Source: "x-ratelimit-reset-requests"},
+		},
+		{
+			name: "tokens exhausted", headers: []hdr{
+				{"x-ratelimit-remaining-requests", "10"},
+				{"x-ratelimit-reset-requests", "1s"},
+				{"x-ratelimit-remaining-tokens", "0"},
+				{"x-ratelimit-reset-tokens", "1m30.5s"},
+			},
 			hasHint: true, delay: 90500 * time.Millisecond, source: "x-ratelimit-reset-tokens",
-			quota: &Quota{Remaining: 10, Reset: now.Add(time.Second), Source: "x-ratelimit-reset-requests"}},
-		{name: "both exhausted takes longer (tokens)", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "20ms"},
-			{"x-ratelimit-remaining-tokens", "0"}, {"x-ratelimit-reset-tokens", "2s"}},
+			quota: &Quota{Remaining: 10, Reset: now.Add(time.Second), Source: "x-ratelimit-reset-requests"},
+		},
+		{
+			name: "both exhausted takes longer (tokens)", headers: []hdr{
+				{"x-ratelimit-remaining-requests", "0"},
+				{"x-ratelimit-reset-requests", "20ms"},
+				{"x-ratelimit-remaining-tokens", "0"},
+				{"x-ratelimit-reset-tokens", "2s"},
+			},
 			hasHint: true, delay: 2 * time.Second, source: "x-ratelimit-reset-tokens",
-			quota: &Quota{Remaining: 0, Reset: now.Add(20 * time.Millisecond), Source: "x-ratelimit-reset-requests"}},
-		{name: "both exhausted takes longer (requests)", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "1h2m3s"},
-			{"x-ratelimit-remaining-tokens", "0"}, {"x-ratelimit-reset-tokens", "2s"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(20 * time.Millisecond), Source: "x-ratelimit-reset-requests"},
+		},
+		{
+			name: "both exhausted takes longer (requests)", headers: []hdr{
+				{"x-ratelimit-remaining-requests", "0"},
+				{"x-ratelimit-reset-requests", "1h2m3s"},
+				{"x-ratelimit-remaining-tokens", "0"},
+				{"x-ratelimit-reset-tokens", "2s"},
+			},
 			hasHint: true, delay: time.Hour + 2*time.Minute + 3*time.Second, source: "x-ratelimit-reset-requests",
-			quota: &Quota{Remaining: 0, Reset: now.Add(time.Hour + 2*time.Minute + 3*time.Second), Source: "x-ratelimit-reset-requests"}},
-		{name: "both exhausted, one reset invalid", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "-1h"},
-			{"x-ratelimit-remaining-tokens", "0"}, {"x-ratelimit-reset-tokens", "2s"}},
-			hasHint: true, delay: 2 * time.Second, source: "x-ratelimit-reset-tokens"},
-		{name: "nothing exhausted", headers: []hdr{{"x-ratelimit-remaining-requests", "5"}, {"x-ratelimit-reset-requests", "6m0s"},
-			{"x-ratelimit-remaining-tokens", "100"}, {"x-ratelimit-reset-tokens", "2s"}},
-			quota: &Quota{Remaining: 5, Reset: now.Add(6 * time.Minute), Source: "x-ratelimit-reset-requests"}},
-		{name: "zero duration", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "0s"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(time.Hour + 2*time.Minute + 3*time.Second), Source: "x-ratelimit-reset-requests"},
+		},
+		{
+			name: "both exhausted, one reset invalid", headers: []hdr{
+				{"x-ratelimit-remaining-requests", "0"},
+				{"x-ratelimit-reset-requests", "-1h"},
+				{"x-ratelimit-remaining-tokens", "0"},
+				{"x-ratelimit-reset-tokens", "2s"},
+			},
+			hasHint: true, delay: 2 * time.Second, source: "x-ratelimit-reset-tokens",
+		},
+		{
+			name: "nothing exhausted", headers: []hdr{
+				{"x-ratelimit-remaining-requests", "5"},
+				{"x-ratelimit-reset-requests", "6m0s"},
+				{"x-ratelimit-remaining-tokens", "100"},
+				{"x-ratelimit-reset-tokens", "2s"},
+			},
+			quota: &Quota{Remaining: 5, Reset: now.Add(6 * time.Minute), Source: "x-ratelimit-reset-requests"},
+		},
+		{
+			name: "zero duration", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "0s"}},
 			hasHint: true, delay: 0, source: "x-ratelimit-reset-requests",
-			quota: &Quota{Remaining: 0, Reset: now, Source: "x-ratelimit-reset-requests"}},
+			quota: &Quota{Remaining: 0, Reset: now, Source: "x-ratelimit-reset-requests"},
+		},
 		{name: "bare number reset", headers: []hdr{{"x-ratelimit-remaining-requests", "0"}, {"x-ratelimit-reset-requests", "6"}}},
 		{name: "signed reset", headers: []hdr{{"x-ratelimit-remaining-tokens", "0"}, {"x-ratelimit-reset-tokens", "+6s"}}},
 		{name: "reset without remaining", headers: []hdr{{"x-ratelimit-reset-tokens", "6s"}}},
@@ -259,50 +319,84 @@ func TestReaderAnthropic(t *testing.T) {
 		t.Errorf("anthropic extra statuses = %v, want [529]", got)
 	}
 	runReaderCases(t, "anthropic", []readerCase{
-		{name: "requests exhausted", headers: []hdr{{"anthropic-ratelimit-requests-remaining", "0"}, {"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:30Z"}},
+		{
+			name: "requests exhausted", headers: []hdr{{"anthropic-ratelimit-requests-remaining", "0"}, {"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:30Z"}},
 			hasHint: true, delay: 30 * time.Second, source: "anthropic-ratelimit-requests-reset",
-			quota: &Quota{Remaining: 0, Reset: now.Add(30 * time.Second), Source: "anthropic-ratelimit-requests-reset"}},
-		{name: "latest exhausted family wins", headers: []hdr{
-			{"anthropic-ratelimit-requests-remaining", "0"}, {"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:10Z"},
-			{"anthropic-ratelimit-tokens-remaining", "0"}, {"anthropic-ratelimit-tokens-reset", "2026-12-01T12:00:20Z"},
-			{"anthropic-ratelimit-input-tokens-remaining", "0"}, {"anthropic-ratelimit-input-tokens-reset", "2026-12-01T12:00:40Z"},
-			{"anthropic-ratelimit-output-tokens-remaining", "5"}, {"anthropic-ratelimit-output-tokens-reset", "2026-12-01T12:05:00Z"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(30 * time.Second), Source: "anthropic-ratelimit-requests-reset"},
+		},
+		{
+			name: "latest exhausted family wins", headers: []hdr{
+				{"anthropic-ratelimit-requests-remaining", "0"},
+				{"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:10Z"},
+				{"anthropic-ratelimit-tokens-remaining", "0"},
+				{"anthropic-ratelimit-tokens-reset", "2026-12-01T12:00:20Z"},
+				{"anthropic-ratelimit-input-tokens-remaining", "0"},
+				{"anthropic-ratelimit-input-tokens-reset", "2026-12-01T12:00:40Z"},
+				{"anthropic-ratelimit-output-tokens-remaining", "5"},
+				{"anthropic-ratelimit-output-tokens-reset", "2026-12-01T12:05:00Z"},
+			},
 			hasHint: true, delay: 40 * time.Second, source: "anthropic-ratelimit-input-tokens-reset",
-			quota: &Quota{Remaining: 0, Reset: now.Add(10 * time.Second), Source: "anthropic-ratelimit-requests-reset"}},
-		{name: "output tokens", headers: []hdr{{"anthropic-ratelimit-output-tokens-remaining", "0"}, {"anthropic-ratelimit-output-tokens-reset", "2026-12-01T12:00:05+00:00"}},
-			hasHint: true, delay: 5 * time.Second, source: "anthropic-ratelimit-output-tokens-reset"},
-		{name: "invalid reset skipped", headers: []hdr{
-			{"anthropic-ratelimit-tokens-remaining", "0"}, {"anthropic-ratelimit-tokens-reset", "2026-12-01T12:01Z"},
-			{"anthropic-ratelimit-requests-remaining", "0"}, {"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:03Z"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(10 * time.Second), Source: "anthropic-ratelimit-requests-reset"},
+		},
+		{
+			name: "output tokens", headers: []hdr{{"anthropic-ratelimit-output-tokens-remaining", "0"}, {"anthropic-ratelimit-output-tokens-reset", "2026-12-01T12:00:05+00:00"}},
+			hasHint: true, delay: 5 * time.Second, source: "anthropic-ratelimit-output-tokens-reset",
+		},
+		{
+			name: "invalid reset skipped", headers: []hdr{
+				{"anthropic-ratelimit-tokens-remaining", "0"},
+				{"anthropic-ratelimit-tokens-reset", "2026-12-01T12:01Z"},
+				{"anthropic-ratelimit-requests-remaining", "0"},
+				{"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:03Z"},
+			},
 			hasHint: true, delay: 3 * time.Second, source: "anthropic-ratelimit-requests-reset",
-			quota: &Quota{Remaining: 0, Reset: now.Add(3 * time.Second), Source: "anthropic-ratelimit-requests-reset"}},
-		{name: "past reset is zero", headers: []hdr{{"anthropic-ratelimit-tokens-remaining", "0"}, {"anthropic-ratelimit-tokens-reset", "2026-12-01T11:00:00Z"}},
-			hasHint: true, delay: 0, source: "anthropic-ratelimit-tokens-reset"},
-		{name: "retry-after wins", status: 529, headers: []hdr{{"Retry-After", "4"}, {"anthropic-ratelimit-tokens-remaining", "0"}, {"anthropic-ratelimit-tokens-reset", "2026-12-01T12:00:30Z"}},
-			hasHint: true, delay: 4 * time.Second, source: "retry-after"},
-		{name: "nothing exhausted", headers: []hdr{{"anthropic-ratelimit-requests-remaining", "49"}, {"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:30Z"}},
-			quota: &Quota{Remaining: 49, Reset: now.Add(30 * time.Second), Source: "anthropic-ratelimit-requests-reset"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(3 * time.Second), Source: "anthropic-ratelimit-requests-reset"},
+		},
+		{
+			name: "past reset is zero", headers: []hdr{{"anthropic-ratelimit-tokens-remaining", "0"}, {"anthropic-ratelimit-tokens-reset", "2026-12-01T11:00:00Z"}},
+			hasHint: true, delay: 0, source: "anthropic-ratelimit-tokens-reset",
+		},
+		{
+			name: "retry-after wins", status: 529, headers: []hdr{{"Retry-After", "4"}, {"anthropic-ratelimit-tokens-remaining", "0"}, {"anthropic-ratelimit-tokens-reset", "2026-12-01T12:00:30Z"}},
+			hasHint: true, delay: 4 * time.Second, source: "retry-after",
+		},
+		{
+			name: "nothing exhausted", headers: []hdr{{"anthropic-ratelimit-requests-remaining", "49"}, {"anthropic-ratelimit-requests-reset", "2026-12-01T12:00:30Z"}},
+			quota: &Quota{Remaining: 49, Reset: now.Add(30 * time.Second), Source: "anthropic-ratelimit-requests-reset"},
+		},
 	})
 }
 
 func TestReaderDiscord(t *testing.T) {
 	runReaderCases(t, "discord", []readerCase{
-		{name: "reset-after when exhausted", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "1.234"}},
+		{
+			name: "reset-after when exhausted", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "1.234"}},
 			hasHint: true, delay: 1234 * time.Millisecond, source: "x-ratelimit-reset-after",
-			quota: &Quota{Remaining: 0, Reset: now.Add(1234 * time.Millisecond), Source: "x-ratelimit-reset-after"}},
-		{name: "reset-after ignored with quota left", headers: []hdr{{"X-RateLimit-Remaining", "3"}, {"X-RateLimit-Reset-After", "1.234"}},
-			quota: &Quota{Remaining: 3, Reset: now.Add(1234 * time.Millisecond), Source: "x-ratelimit-reset-after"}},
-		{name: "retry-after wins", headers: []hdr{{"Retry-After", "2"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "1.234"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(1234 * time.Millisecond), Source: "x-ratelimit-reset-after"},
+		},
+		{
+			name: "reset-after ignored with quota left", headers: []hdr{{"X-RateLimit-Remaining", "3"}, {"X-RateLimit-Reset-After", "1.234"}},
+			quota: &Quota{Remaining: 3, Reset: now.Add(1234 * time.Millisecond), Source: "x-ratelimit-reset-after"},
+		},
+		{
+			name: "retry-after wins", headers: []hdr{{"Retry-After", "2"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "1.234"}},
 			hasHint: true, delay: 2 * time.Second, source: "retry-after",
-			quota: &Quota{Remaining: 0, Reset: now.Add(1234 * time.Millisecond), Source: "x-ratelimit-reset-after"}},
-		{name: "body retry_after", body: `{"message": "You are being rate limited.", "retry_after": 64.57, "global": false}`,
-			hasHint: true, delay: 64570 * time.Millisecond, source: "body:retry_after"},
+			quota: &Quota{Remaining: 0, Reset: now.Add(1234 * time.Millisecond), Source: "x-ratelimit-reset-after"},
+		},
+		{
+			name: "body retry_after", body: `{"message": "You are being rate limited.", "retry_after": 64.57, "global": false}`,
+			hasHint: true, delay: 64570 * time.Millisecond, source: "body:retry_after",
+		},
 		{name: "body integer", body: `{"retry_after": 3}`, hasHint: true, delay: 3 * time.Second, source: "body:retry_after"},
-		{name: "invalid reset-after falls to body", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "-1"}},
-			body: `{"retry_after": 3}`, hasHint: true, delay: 3 * time.Second, source: "body:retry_after"},
-		{name: "header beats body", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "0.5"}},
+		{
+			name: "invalid reset-after falls to body", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "-1"}},
+			body: `{"retry_after": 3}`, hasHint: true, delay: 3 * time.Second, source: "body:retry_after",
+		},
+		{
+			name: "header beats body", headers: []hdr{{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset-After", "0.5"}},
 			body: `{"retry_after": 3}`, hasHint: true, delay: 500 * time.Millisecond, source: "x-ratelimit-reset-after",
-			quota: &Quota{Remaining: 0, Reset: now.Add(500 * time.Millisecond), Source: "x-ratelimit-reset-after"}},
+			quota: &Quota{Remaining: 0, Reset: now.Add(500 * time.Millisecond), Source: "x-ratelimit-reset-after"},
+		},
 		{name: "truncated body", body: `{"retry_after": 3`},
 		{name: "negative body", body: `{"retry_after": -3}`},
 		{name: "non-json body", body: `slow down`},
@@ -314,17 +408,23 @@ func TestReaderDiscord(t *testing.T) {
 func TestReaderGitLab(t *testing.T) {
 	runReaderCases(t, "gitlab", []readerCase{
 		{name: "ratelimit-reset", headers: []hdr{{"RateLimit-Reset", "1796126445"}}, hasHint: true, delay: 45 * time.Second, source: "ratelimit-reset"},
-		{name: "ratelimit-reset exhausted", headers: []hdr{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1796126445"}},
+		{
+			name: "ratelimit-reset exhausted", headers: []hdr{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1796126445"}},
 			hasHint: true, delay: 45 * time.Second, source: "ratelimit-reset",
-			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"}},
+			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"},
+		},
 		{name: "ratelimit-resettime", headers: []hdr{{"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit-resettime"},
-		{name: "invalid reset falls to resettime", headers: []hdr{{"RateLimit-Reset", "soon"}, {"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}},
-			hasHint: true, delay: 30 * time.Second, source: "ratelimit-resettime"},
+		{
+			name: "invalid reset falls to resettime", headers: []hdr{{"RateLimit-Reset", "soon"}, {"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}},
+			hasHint: true, delay: 30 * time.Second, source: "ratelimit-resettime",
+		},
 		{name: "retry-after first", headers: []hdr{{"Retry-After", "9"}, {"RateLimit-Reset", "1796126445"}}, hasHint: true, delay: 9 * time.Second, source: "retry-after"},
 		{name: "resettime in UTC invalid", headers: []hdr{{"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 UTC"}}},
 		{name: "resettime as seconds invalid", headers: []hdr{{"RateLimit-ResetTime", "30"}}},
-		{name: "quota left is no hint", status: 403, headers: []hdr{{"RateLimit-Remaining", "1999"}, {"RateLimit-Reset", "1796126445"}},
-			quota: &Quota{Remaining: 1999, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"}},
+		{
+			name: "quota left is no hint", status: 403, headers: []hdr{{"RateLimit-Remaining", "1999"}, {"RateLimit-Reset", "1796126445"}},
+			quota: &Quota{Remaining: 1999, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"},
+		},
 		{name: "remaining invalid is no hint", headers: []hdr{{"RateLimit-Remaining", "x"}, {"RateLimit-Reset", "1796126445"}}},
 	})
 }
@@ -345,14 +445,20 @@ func TestReaderShopify(t *testing.T) {
 
 func TestReaderX(t *testing.T) {
 	runReaderCases(t, "x", []readerCase{
-		{name: "exhausted", headers: []hdr{{"x-rate-limit-remaining", "0"}, {"x-rate-limit-reset", "1796126445"}},
+		{
+			name: "exhausted", headers: []hdr{{"x-rate-limit-remaining", "0"}, {"x-rate-limit-reset", "1796126445"}},
 			hasHint: true, delay: 45 * time.Second, source: "x-rate-limit-reset",
-			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126445, 0), Source: "x-rate-limit-reset"}},
-		{name: "quota left", status: 200, headers: []hdr{{"x-rate-limit-remaining", "899"}, {"x-rate-limit-reset", "1796126445"}},
-			quota: &Quota{Remaining: 899, Reset: time.Unix(1796126445, 0), Source: "x-rate-limit-reset"}},
-		{name: "past reset", headers: []hdr{{"x-rate-limit-remaining", "0"}, {"x-rate-limit-reset", "1796126000"}},
+			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126445, 0), Source: "x-rate-limit-reset"},
+		},
+		{
+			name: "quota left", status: 200, headers: []hdr{{"x-rate-limit-remaining", "899"}, {"x-rate-limit-reset", "1796126445"}},
+			quota: &Quota{Remaining: 899, Reset: time.Unix(1796126445, 0), Source: "x-rate-limit-reset"},
+		},
+		{
+			name: "past reset", headers: []hdr{{"x-rate-limit-remaining", "0"}, {"x-rate-limit-reset", "1796126000"}},
 			hasHint: true, delay: 0, source: "x-rate-limit-reset",
-			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126000, 0), Source: "x-rate-limit-reset"}},
+			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126000, 0), Source: "x-rate-limit-reset"},
+		},
 		{name: "retry-after ignored", headers: []hdr{{"Retry-After", "5"}}},
 		{name: "reset without remaining", headers: []hdr{{"x-rate-limit-reset", "1796126445"}}},
 		{name: "github-style names ignored", headers: []hdr{{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796126445"}}},
@@ -362,10 +468,14 @@ func TestReaderX(t *testing.T) {
 func TestReaderIETF(t *testing.T) {
 	runReaderCases(t, "ietf", []readerCase{
 		{name: "exhausted item", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit"},
-		{name: "largest exhausted t", headers: []hdr{{"RateLimit", `"default";r=0;t=30, "daily";r=0;t=3600, "burst";r=5;t=99999`}},
-			hasHint: true, delay: time.Hour, source: "ratelimit"},
-		{name: "split lines", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}, {"RateLimit", `"daily";r=0;t=60`}},
-			hasHint: true, delay: time.Minute, source: "ratelimit"},
+		{
+			name: "largest exhausted t", headers: []hdr{{"RateLimit", `"default";r=0;t=30, "daily";r=0;t=3600, "burst";r=5;t=99999`}},
+			hasHint: true, delay: time.Hour, source: "ratelimit",
+		},
+		{
+			name: "split lines", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}, {"RateLimit", `"daily";r=0;t=60`}},
+			hasHint: true, delay: time.Minute, source: "ratelimit",
+		},
 		{name: "retry-after first", headers: []hdr{{"Retry-After", "3"}, {"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 3 * time.Second, source: "retry-after"},
 		{name: "invalid retry-after falls through", headers: []hdr{{"Retry-After", "3, 4"}, {"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit"},
 		{name: "quota left", headers: []hdr{{"RateLimit", `"default";r=1;t=30`}}},
@@ -380,8 +490,10 @@ func TestReaderGoogle(t *testing.T) {
 	const body = `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`
 	runReaderCases(t, "google", []readerCase{
 		{name: "retry info", body: body, hasHint: true, delay: 37 * time.Second, source: "body:retryDelay"},
-		{name: "retry info fraction", body: `{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}`,
-			hasHint: true, delay: 1500 * time.Millisecond, source: "body:retryDelay"},
+		{
+			name: "retry info fraction", body: `{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}`,
+			hasHint: true, delay: 1500 * time.Millisecond, source: "body:retryDelay",
+		},
 		{name: "retry-after checked first", headers: []hdr{{"Retry-After", "2"}}, body: body, hasHint: true, delay: 2 * time.Second, source: "retry-after"},
 		{name: "invalid retry-after falls to body", headers: []hdr{{"Retry-After", "2.5"}}, body: body, hasHint: true, delay: 37 * time.Second, source: "body:retryDelay"},
 		{name: "truncated body", body: body[:40]},
@@ -394,8 +506,10 @@ func TestReaderStripe(t *testing.T) {
 		{name: "true", status: 409, headers: []hdr{{"Stripe-Should-Retry", "true"}}, verdict: VerdictRetry},
 		{name: "false", status: 500, headers: []hdr{{"Stripe-Should-Retry", "false"}}, verdict: VerdictDoNotRetry},
 		{name: "lower-case name", status: 500, headers: []hdr{{"stripe-should-retry", " false "}}, verdict: VerdictDoNotRetry},
-		{name: "with retry-after", status: 429, headers: []hdr{{"Stripe-Should-Retry", "true"}, {"Retry-After", "1"}},
-			verdict: VerdictRetry, hasHint: true, delay: time.Second, source: "retry-after"},
+		{
+			name: "with retry-after", status: 429, headers: []hdr{{"Stripe-Should-Retry", "true"}, {"Retry-After", "1"}},
+			verdict: VerdictRetry, hasHint: true, delay: time.Second, source: "retry-after",
+		},
 		{name: "other value", status: 500, headers: []hdr{{"Stripe-Should-Retry", "yes"}}},
 		{name: "upper case value", status: 500, headers: []hdr{{"Stripe-Should-Retry", "TRUE"}}},
 		{name: "duplicated", status: 500, headers: []hdr{{"Stripe-Should-Retry", "true"}, {"Stripe-Should-Retry", "false"}}},
