@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -78,6 +79,26 @@ func (s *Server) Stop() {
 	_ = s.proc.Process.Kill()
 	<-s.exited
 	s.proc, s.exited = nil, nil
+}
+
+// Pause freezes the server with SIGSTOP: the kernel still accepts
+// connections but nothing answers, as with a hung Redis. Resume undoes it;
+// Stop works on a paused server.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		s.tb.Errorf("redistest: signal %v: server not running", sig)
+		return
+	}
+	if err := s.proc.Process.Signal(sig); err != nil {
+		s.tb.Errorf("redistest: signal %v: %v", sig, err)
+	}
 }
 
 // Restart starts the server again on the same port, with empty data, and
