@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -21,7 +22,13 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
+	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/telemetry"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -40,6 +47,7 @@ type options struct {
 	shutdownTimeout   time.Duration
 	logLevel          string
 	logFormat         string
+	metricsListen     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -50,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.reflection, "reflection", false, "register the gRPC server reflection service (for grpcurl)")
 	fs.StringVar(&o.allowDestinations, "allow-destinations", "", "comma-separated CIDRs the dev tenant may call even though they are special-purpose (e.g. 127.0.0.1/32)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest graceful stop on SIGTERM before in-flight calls are cut")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -121,12 +130,37 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		_ = shutdownTracing(sctx)
 	}()
 
-	svc := server.New(server.WithDefaultTenant(dev))
-	gs, hs := server.NewGRPCServer(svc, server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection})
-
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	defer lis.Close()
+	selfGuard, err := selfGuardOptions(lis.Addr())
+	if err != nil {
+		return err
+	}
+
+	mets := metrics.New()
+	st := memstore.New()
+	defer st.Close()
+	transport := egress.NewTransport(egress.ClientConfig{})
+	defer transport.CloseIdleConnections()
+	runner := &engine.Runner{
+		Store:      st,
+		Tracer:     tp.Tracer("github.com/retrybroker/retrybroker"),
+		Propagator: otel.GetTextMapPropagator(),
+		Observer:   mets,
+	}
+	exec := &server.Executor{Runner: runner, Transport: transport, GuardOptions: selfGuard}
+	svc := server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))
+	gs, hs := server.NewGRPCServer(svc, server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection})
+
+	if o.metricsListen != "" {
+		stopMetrics, err := serveMetrics(o.metricsListen, mets.Handler(), logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", "dev (single default tenant, memory store, no key, loopback only)", "reflection", o.reflection, "allow_destinations", allow)
 	if ready != nil {
@@ -155,6 +189,42 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	}
 	<-errc
 	return nil
+}
+
+// selfGuardOptions makes every destination guard refuse the broker's own
+// listening address (any local address when it listens on all of them).
+func selfGuardOptions(addr net.Addr) ([]egress.GuardOption, error) {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("listener address %s: %w", addr, err)
+	}
+	opts := []egress.GuardOption{egress.SelfAddrs(ap)}
+	if ap.Addr().IsUnspecified() {
+		local, err := egress.InterfaceAddrs()
+		if err != nil {
+			return nil, fmt.Errorf("list local addresses: %w", err)
+		}
+		opts = append(opts, egress.SelfPortAnyAddr(), egress.LocalAddrs(local...))
+	}
+	return opts, nil
+}
+
+// serveMetrics serves /metrics on its own listener.
+func serveMetrics(addr string, h http.Handler, logger *slog.Logger) (func(), error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	logger.Info("metrics listening", "addr", lis.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // splitCIDRs parses a comma-separated list of CIDRs (or bare IPs).

@@ -447,7 +447,7 @@ func (r *Runner) attempt(ctx context.Context, c *Call, header http.Header, hasKe
 		pr := &providers.Response{Status: resp.StatusCode, Header: resp.Header, Body: peek, Now: now}
 		reading := c.Reader.Read(pr)
 		in.Response, in.Reading = pr, &reading
-		obs = observation(resp.StatusCode, reading, now)
+		obs = Observation(resp.StatusCode, reading, now)
 		setSpanStatus(span, resp.StatusCode)
 	}
 	d := p.Decide(&in, r.Rand)
@@ -484,10 +484,10 @@ func (r *Runner) attempt(ctx context.Context, c *Call, header http.Header, hasKe
 	return rec, final, nil
 }
 
-// observation turns a reading into what the store records for the gate:
+// Observation turns a reading into what the store records for the gate:
 // a hint on 429, 403 or 503 closes the gate until the hinted time; any
 // reported quota is tracked.
-func observation(status int, reading providers.Reading, now time.Time) store.Observation {
+func Observation(status int, reading providers.Reading, now time.Time) store.Observation {
 	var obs store.Observation
 	if reading.HasHint && (status == 429 || status == 403 || status == 503) && reading.Hint.Delay > 0 {
 		obs.CloseUntil = now.Add(reading.Hint.Delay)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/url"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -11,6 +12,7 @@ import (
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
@@ -55,8 +57,8 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	in.HasIdempotencyKey = hasHeader(req.GetRequestHeaders(), pol.IdempotencyHeader) ||
 		hasHeader(req.GetHeaders(), pol.IdempotencyHeader)
 	d := pol.Decide(&in, s.rand)
-	if u != nil && s.gates != nil {
-		d, err = s.gates.classify(ctx, t, pol, provider, u, req.GetRequestHeaders(), &in, d)
+	if u != nil && s.exec != nil && s.exec.Runner.Store != nil {
+		d, err = s.shareGate(ctx, t, pol, provider, u, req, &in, d)
 		if err != nil {
 			return nil, err
 		}
@@ -70,9 +72,7 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 func validateClassify(req *rbv1.ClassifyResponseRequest, u **url.URL) error {
 	var v violations
 	if p := req.GetProvider(); p != "" {
-		if _, ok := providers.Lookup(p); !ok {
-			v.add("provider", "unknown provider %q", truncate(p))
-		}
+		checkProvider(&v, p)
 	}
 	checkMethod(&v, "method", req.GetMethod())
 	te := req.GetTransportError()
@@ -173,4 +173,37 @@ func parseHTTPURL(raw string) (*url.URL, error) {
 		return nil, errorf("URL must have a host")
 	}
 	return u, nil
+}
+
+// shareGate records what the response says about the tenant's cooldown gate
+// for the URL's destination, and lengthens a retry delay (or turns it into
+// a give-up) while the gate stays closed, so callers that make their own
+// calls share gates with Execute. ClassifyResponse spends no retry budget.
+func (s *Service) shareGate(ctx context.Context, t *tenant.Tenant, pol *tenant.Policy, provider string, u *url.URL, req *rbv1.ClassifyResponseRequest, in *engine.Input, d engine.Decision) (engine.Decision, error) {
+	call := engine.Call{Tenant: t.ID, Provider: provider, URL: u, GateByCredential: pol.GateByCredential, Header: toHTTPHeader(req.GetRequestHeaders())}
+	key := call.GateKey()
+	var obs store.Observation
+	if in.Response != nil {
+		obs = engine.Observation(in.Response.Status, in.Reader.Read(in.Response), in.Now)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	until, err := s.exec.Runner.Store.Observe(sctx, key, obs, in.Now)
+	if err != nil {
+		if pol.FailClosed {
+			return d, status.Error(codes.Unavailable, "shared state is unavailable and the policy fails closed; try again later")
+		}
+		return d, nil // the decision stands on its own without shared state
+	}
+	if d.Action != engine.ActionRetry || until.IsZero() {
+		return d, nil
+	}
+	wait := until.Sub(in.Now)
+	if wait <= d.Delay {
+		return d, nil
+	}
+	if wait > pol.MaxDelay || (!in.Deadline.IsZero() && !in.Now.Add(wait).Before(in.Deadline)) {
+		return engine.Decision{Action: engine.ActionDoNotRetry, Reason: engine.ReasonGateClosed, Hint: wait, HasHint: true}, nil
+	}
+	return engine.Decision{Action: engine.ActionRetry, Reason: engine.ReasonGateClosed, Delay: wait, Hint: d.Hint, HasHint: d.HasHint}, nil
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -68,7 +69,7 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		streams = DefaultMaxConcurrentStreams
 	}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		logger.ErrorContext(ctx, "panic while handling a call", "panic", p)
+		logger.ErrorContext(ctx, "panic while handling a call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}

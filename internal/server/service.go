@@ -22,7 +22,7 @@ type Service struct {
 
 	clock engine.Clock
 	rand  engine.Rand
-	gates *gateKeeper
+	exec  *Executor
 	// fallbackTenant serves calls that carry no authenticated tenant (the
 	// embedded default, loopback only). Nil means such calls are refused.
 	fallbackTenant *tenant.Tenant
@@ -57,13 +57,6 @@ func (s *Service) tenantFrom(ctx context.Context) (*tenant.Tenant, error) {
 		return s.fallbackTenant, nil
 	}
 	return nil, status.Error(codes.Unauthenticated, "missing credentials: send authorization: Bearer <api key>")
-}
-
-// gateKeeper shares cooldown gates between Execute and ClassifyResponse.
-type gateKeeper struct{}
-
-func (g *gateKeeper) classify(_ context.Context, _ *tenant.Tenant, _ *tenant.Policy, _ string, _ any, _ []*rbv1.HttpHeader, _ *engine.Input, d engine.Decision) (engine.Decision, error) {
-	return d, nil
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -10,6 +10,7 @@ import (
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/providers"
 )
 
 // Input limits enforced on every RPC.
@@ -60,15 +61,25 @@ func checkHeaders(v *violations, field string, hs []*rbv1.HttpHeader) {
 	for i, h := range hs {
 		total += len(h.GetName()) + len(h.GetValue())
 		if !engine.IsToken(h.GetName()) {
-			v.add(fmt.Sprintf("%s[%d].name", field, i), "%q is not a valid header name (RFC 9110 token)", truncate(h.GetName()))
+			v.add(fieldIndex(field, i, "name"), "%q is not a valid header name (RFC 9110 token)", truncate(h.GetName()))
 		}
 		if strings.ContainsAny(h.GetValue(), "\r\n\x00") {
-			v.add(fmt.Sprintf("%s[%d].value", field, i), "header value must not contain CR, LF or NUL")
+			v.add(fieldIndex(field, i, "value"), "header value must not contain CR, LF or NUL")
 		}
 	}
 	if total > MaxHeaderBytes {
 		v.add(field, "headers too large: %d bytes (at most %d)", total, MaxHeaderBytes)
 	}
+}
+
+func checkProvider(v *violations, p string) {
+	if _, ok := providers.Lookup(p); !ok {
+		v.add("provider", "unknown provider %q (known: %s)", truncate(p), strings.Join(providers.Names(), ", "))
+	}
+}
+
+func fieldIndex(list string, i int, field string) string {
+	return fmt.Sprintf("%s[%d].%s", list, i, field)
 }
 
 func checkMethod(v *violations, field, m string) {

@@ -1,0 +1,114 @@
+// Package metrics exports the broker's Prometheus metrics: attempts,
+// retries, retry delays, hints, calls in flight and parked, and the state
+// of the shared store.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// Metrics implements engine.Observer with Prometheus collectors.
+type Metrics struct {
+	attempts   *prometheus.CounterVec
+	retries    prometheus.Counter
+	delays     *prometheus.HistogramVec
+	hints      *prometheus.CounterVec
+	inFlight   prometheus.Gauge
+	waiting    *prometheus.GaugeVec
+	degraded   prometheus.Gauge
+	registry   *prometheus.Registry
+	statusText [6]string
+}
+
+// New registers the broker's collectors (and the Go and process
+// collectors) on a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrybroker_attempts_total",
+			Help: "Upstream attempts by status class (1xx..5xx, or transport) and the decision taken after them.",
+		}, []string{"status_class", "action", "reason"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "retrybroker_retries_total",
+			Help: "Retries decided (each is followed by a wait and another attempt).",
+		}),
+		delays: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "retrybroker_retry_delay_seconds",
+			Help:    "Delays before retries, by source (hint or backoff).",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
+		}, []string{"source"}),
+		hints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrybroker_hints_total",
+			Help: "Valid server hints seen, by the header (or body field) that carried them.",
+		}, []string{"source"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "retrybroker_calls_in_flight",
+			Help: "Execute calls in progress.",
+		}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retrybroker_calls_waiting",
+			Help: "Execute calls parked in a wait, by cause (backoff, hint, cooldown, pacing).",
+		}, []string{"cause"}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "retrybroker_store_degraded",
+			Help: "1 while the shared store is unreachable and the broker serves on local state.",
+		}),
+		statusText: [6]string{"transport", "1xx", "2xx", "3xx", "4xx", "5xx"},
+	}
+	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registerer lets other packages add their collectors.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.registry }
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// AttemptDone counts an attempt and the decision taken after it.
+func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Decision) {
+	class := m.statusText[0]
+	if c := status / 100; c >= 1 && c <= 5 {
+		class = m.statusText[c]
+	} else if status != 0 {
+		class = strconv.Itoa(c) + "xx"
+	}
+	m.attempts.WithLabelValues(class, d.Action.String(), d.Reason.String()).Inc()
+	if d.HintSource != "" {
+		m.hints.WithLabelValues(d.HintSource).Inc()
+	}
+	if d.Action == engine.ActionRetry {
+		m.retries.Inc()
+		src := "backoff"
+		if d.Reason == engine.ReasonServerHint {
+			src = "hint"
+		}
+		m.delays.WithLabelValues(src).Observe(d.Delay.Seconds())
+	}
+}
+
+// Waiting tracks calls parked in a wait.
+func (m *Metrics) Waiting(cause string, delta int) { m.waiting.WithLabelValues(cause).Add(float64(delta)) }
+
+// InFlight tracks Execute calls in progress.
+func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
+
+// SetStoreDegraded reports whether the shared store is unreachable.
+func (m *Metrics) SetStoreDegraded(degraded bool) {
+	if degraded {
+		m.degraded.Set(1)
+	} else {
+		m.degraded.Set(0)
+	}
+}
