@@ -99,7 +99,9 @@ func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Deci
 }
 
 // Waiting tracks calls parked in a wait.
-func (m *Metrics) Waiting(cause string, delta int) { m.waiting.WithLabelValues(cause).Add(float64(delta)) }
+func (m *Metrics) Waiting(cause string, delta int) {
+	m.waiting.WithLabelValues(cause).Add(float64(delta))
+}
 
 // InFlight tracks Execute calls in progress.
 func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
