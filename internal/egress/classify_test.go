@@ -181,6 +181,7 @@ func TestClassifyDNS(t *testing.T) {
 }
 
 func TestClassifyInvalidURL(t *testing.T) {
+	//lint:ignore SA1007 the URL is invalid on purpose
 	_, err := url.Parse("http://[::1")
 	assertKind(t, err, engine.TransportInvalidURL)
 	_, err = http.NewRequest(http.MethodGet, "http://a b/", nil)

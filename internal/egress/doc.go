@@ -36,4 +36,32 @@
 // the origin (scheme, host or port) changes. Environment proxy variables
 // (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) are always ignored; a proxy is used
 // only when [ClientConfig.Proxy] is set.
+//
+// # Decisions
+//
+//   - Teredo (2001::/32) addresses are decoded: the client's IPv4 address
+//     (last 32 bits, inverted) is checked and the Teredo address is refused
+//     when that address is. The rest of 2001::/23 is refused whole, even its
+//     few globally reachable anycast assignments; a tenant can allowlist them.
+//   - 6to4 (2002::/16) and NAT64 (64:ff9b::/96, 64:ff9b:1::/48) addresses
+//     are checked on the IPv4 address they embed; IPv4-mapped addresses
+//     are checked as IPv4; IPv4-compatible (::/96) and the rest of ::/8 are
+//     refused.
+//   - Besides the IANA special-purpose ranges, 168.63.129.16 (Azure's
+//     WireServer, reachable from every Azure VM) is refused as a metadata
+//     address.
+//   - When a name resolves to several addresses, the refused ones are
+//     skipped and the accepted ones are dialled in order; only when none is
+//     accepted is the call refused.
+//   - Hosts ending in a numeric label that are not canonical dotted-quad
+//     IPv4 ("2130706433", "0177.0.0.1", "0x7f.1", "127.1", "foo.123") are
+//     refused before resolution, so no resolver gets to read them as
+//     inet_aton forms.
+//   - Allowing a host name restricts which names may be called; it never
+//     allows the special addresses they resolve to. Allowing a prefix does.
+//   - Connection pools are kept per guard: see Transport. Pools are keyed by
+//     the guard's settings, so rebuilding an identical guard (a config
+//     reload) keeps its pool; at most ClientConfig.MaxPools pools are kept.
+//   - A redirect to another port of the same host is a change of origin:
+//     credentials are stripped, which is stricter than net/http.
 package egress

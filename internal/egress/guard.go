@@ -121,8 +121,8 @@ func last32(a [16]byte) netip.Addr {
 }
 
 // Guard decides whether an address and port may be dialled. The zero value
-// is not used; build one with NewGuard. A nil *Guard applies the default
-// rules with no allowlist and no self addresses. A Guard is immutable and
+// and a nil *Guard apply the default rules with no allowlist and no self
+// addresses; build others with NewGuard. A Guard is immutable and
 // safe for concurrent use.
 //
 // Order of the checks in Check:
@@ -295,8 +295,8 @@ func (g *Guard) fingerprint() string {
 var defaultGuardKey = (&Guard{}).fingerprint()
 
 func (g *Guard) poolKey() string {
-	if g == nil {
-		return defaultGuardKey
+	if g == nil || g.key == "" {
+		return defaultGuardKey // nil or a zero Guard: the default rules
 	}
 	return g.key
 }
