@@ -2,6 +2,29 @@
 // server asked the client to wait, which header (or body field) said so, and
 // how much quota the server reports as left. It knows nothing of policies,
 // attempts or gRPC.
+//
+// Every reader follows the same parsing rules (see design.md, "Hint
+// readers"):
+//
+//   - A single-value header (every header except the IETF RateLimit list)
+//     that appears more than once, or holds a list such as "120, 60", is
+//     ambiguous and invalid. The comma inside an HTTP-date does not count.
+//   - Numbers are ASCII digits only, after trimming spaces and tabs: no
+//     sign, exponent, underscore or (except where the format is a float)
+//     decimal point. A value that overflows time.Duration is invalid; bounds
+//     are checked before multiplying.
+//   - HTTP-dates follow RFC 9110 (IMF-fixdate, RFC 850, asctime), GMT only.
+//   - An absolute time in the past is a delay of zero.
+//   - An invalid header falls through to the next header in the reader's
+//     priority order.
+//
+// The parsers behind the readers are exported (ParseDelaySeconds,
+// ParseHTTPDate, ParseRateLimit, ...) so the engine and fuzzers share them.
+// Lookup returns a built-in reader by name, NewCustomReader builds one for a
+// policy's own header, Chain combines readers, and HostMap picks a provider
+// from a request's host.
+//
+// Readers never panic and never allocate on the Retry-After fast path.
 package providers
 
 import (
@@ -57,12 +80,13 @@ type Quota struct {
 
 // Reading is everything a reader found in one response.
 type Reading struct {
-	// Hint is valid only when HasHint is true.
+	// Hint is valid only when HasHint is true; otherwise it is the zero Hint.
 	Hint    Hint
 	HasHint bool
 	// Verdict is the provider's explicit retry statement, if any.
 	Verdict RetryVerdict
-	// Quota is valid only when HasQuota is true.
+	// Quota is valid only when HasQuota is true; otherwise it is the zero
+	// Quota. Readers report it on any response, successful or not.
 	Quota    Quota
 	HasQuota bool
 }
@@ -77,5 +101,6 @@ type HintReader interface {
 	Read(r *Response) Reading
 	// ExtraRetryableStatuses lists statuses this provider adds to the
 	// policy's retryable list (for example 529 for anthropic). It may be nil.
+	// The slice may be shared: callers must not modify it.
 	ExtraRetryableStatuses() []int
 }
