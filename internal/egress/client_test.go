@@ -438,3 +438,25 @@ func TestNewClientHasNoJarAndNoProxy(t *testing.T) {
 		t.Errorf("transport is %T", c.Transport)
 	}
 }
+
+// TestRedirectPolicySharedTransport: clients with different redirect
+// settings share one Transport through RedirectPolicy.
+func TestRedirectPolicySharedTransport(t *testing.T) {
+	final := newUpstream(t, nil)
+	start := redirector(t, func(*http.Request) string { return final.URL + "/final" })
+	tr := egress.NewTransport(egress.ClientConfig{Guard: mustGuard(t, egress.AllowPrefixes(loopback32)), Resolver: newFakeResolver()})
+	t.Cleanup(tr.CloseIdleConnections)
+	noFollow := &http.Client{Transport: tr, CheckRedirect: egress.RedirectPolicy(egress.ClientConfig{})}
+	follow := &http.Client{Transport: tr, CheckRedirect: egress.RedirectPolicy(egress.ClientConfig{FollowRedirects: true, MaxRedirects: 1})}
+
+	if resp := mustGet(t, context.Background(), noFollow, start.URL, nil); resp.StatusCode != http.StatusFound {
+		t.Errorf("no-follow client got %d", resp.StatusCode)
+	}
+	resp := mustGet(t, context.Background(), follow, start.URL, credentials)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("follow client got %d", resp.StatusCode)
+	}
+	if reqs := final.Requests(); len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "" {
+		t.Errorf("final requests %d, Authorization stripped: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "")
+	}
+}
