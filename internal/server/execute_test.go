@@ -1,0 +1,331 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/store"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+)
+
+// recordingDialer records every address the transport tries to dial. It
+// connects only to loopback; anything else is recorded and refused, so a
+// broken guard can never send traffic off this machine.
+type recordingDialer struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (d *recordingDialer) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	d.mu.Lock()
+	d.addrs = append(d.addrs, address)
+	d.mu.Unlock()
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil || !ap.Addr().Unmap().IsLoopback() {
+		return nil, errors.New("test dialer: refusing non-loopback " + address)
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, address)
+}
+
+func (d *recordingDialer) nonLoopback() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, a := range d.addrs {
+		if ap, err := netip.ParseAddrPort(a); err != nil || !ap.Addr().Unmap().IsLoopback() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// fakeResolver maps names to addresses without DNS.
+type fakeResolver map[string][]netip.Addr
+
+func (r fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := r[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+type execFixture struct {
+	client rbv1.BrokerServiceClient
+	dialer *recordingDialer
+	store  *memstore.Store
+}
+
+func startExecBroker(t *testing.T, mut func(*tenant.Policy)) *execFixture {
+	t.Helper()
+	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mut != nil {
+		p := *dev.Policies["default"]
+		mut(&p)
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		dev.Policies["default"] = &p
+	}
+	rd := &recordingDialer{}
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	tr := egress.NewTransport(egress.ClientConfig{DialFunc: rd.dial, Resolver: fakeResolver{
+		"internal.example": {netip.MustParseAddr("10.1.2.3")},
+		"local.example":    {netip.MustParseAddr("127.0.0.1")},
+	}})
+	t.Cleanup(tr.CloseIdleConnections)
+	exec := &server.Executor{
+		Runner:    &engine.Runner{Store: st},
+		Transport: tr,
+	}
+	client := startBroker(t, server.WithDefaultTenant(dev), server.WithExecutor(exec))
+	return &execFixture{client: client, dialer: rd, store: st}
+}
+
+type scripted struct {
+	*httptest.Server
+	n atomic.Int32
+}
+
+func newScripted(t *testing.T, h func(n int, w http.ResponseWriter, r *http.Request)) *scripted {
+	s := &scripted{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(int(s.n.Add(1)), w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestExecuteOverGRPC(t *testing.T) {
+	f := startExecBroker(t, nil)
+	up := newScripted(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(503)
+			return
+		}
+		w.Header().Add("X-Dup", "a")
+		w.Header().Add("X-Dup", "b")
+		_, _ = io.WriteString(w, "hello "+r.Header.Get("X-Caller"))
+	})
+	begin := time.Now()
+	resp, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{
+		Url: up.URL + "/x", Headers: []*rbv1.HttpHeader{{Name: "X-Caller", Value: "svc"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS || resp.GetResponse().GetStatusCode() != 200 || string(resp.GetResponse().GetBody()) != "hello svc" {
+		t.Fatalf("outcome %s status %d body %q", resp.GetOutcome(), resp.GetResponse().GetStatusCode(), resp.GetResponse().GetBody())
+	}
+	if len(resp.GetAttempts()) != 2 || time.Since(begin) < time.Second {
+		t.Fatalf("%d attempts in %v", len(resp.GetAttempts()), time.Since(begin))
+	}
+	a1 := resp.GetAttempts()[0]
+	if a1.GetStatusCode() != 503 || a1.GetDecision().GetDelay().AsDuration() != time.Second || a1.GetDecision().GetHintSource() != "retry-after" {
+		t.Fatalf("attempt 1 %+v", a1)
+	}
+	var dups []string
+	for _, h := range resp.GetResponse().GetHeaders() {
+		if h.GetName() == "X-Dup" {
+			dups = append(dups, h.GetValue())
+		}
+	}
+	if strings.Join(dups, ",") != "a,b" {
+		t.Fatalf("duplicate headers %v, want [a b] in order", dups)
+	}
+}
+
+func TestExecuteBodyOverLimitRefusedBeforeSending(t *testing.T) {
+	f := startExecBroker(t, func(p *tenant.Policy) { p.MaxRequestBody = 16 })
+	up := newScripted(t, func(int, http.ResponseWriter, *http.Request) {})
+	_, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{
+		Method: "PUT", Url: up.URL, Body: make([]byte, 17),
+	}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "request.body") {
+		t.Fatalf("err = %v, want INVALID_ARGUMENT on request.body", err)
+	}
+	if up.n.Load() != 0 || len(f.dialer.addrs) != 0 {
+		t.Fatalf("upstream saw %d requests, %d dials; nothing may be sent", up.n.Load(), len(f.dialer.addrs))
+	}
+}
+
+func TestExecuteRefusedDestinations(t *testing.T) {
+	f := startExecBroker(t, nil)
+	for _, u := range []string{
+		"http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/", "http://[::1]:8080/",
+		"http://internal.example/", "http://[fd00:ec2::254]/", "http://2130706433/", "http://0x7f.1/",
+	} {
+		t.Run(u, func(t *testing.T) {
+			_, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: u}})
+			if status.Code(err) != codes.PermissionDenied {
+				t.Fatalf("err = %v, want PERMISSION_DENIED", err)
+			}
+		})
+	}
+	if got := f.dialer.nonLoopback(); len(got) != 0 {
+		t.Fatalf("dialled %v; a refused destination must open no connection", got)
+	}
+	if len(f.dialer.addrs) != 0 {
+		t.Fatalf("dialled %v", f.dialer.addrs)
+	}
+}
+
+func TestExecuteRejectsBadRequests(t *testing.T) {
+	f := startExecBroker(t, nil)
+	max := uint32(9)
+	big := uint64(1 << 40)
+	tests := []struct {
+		name  string
+		req   *rbv1.ExecuteRequest
+		code  codes.Code
+		field string
+	}{
+		{"no request", &rbv1.ExecuteRequest{}, codes.InvalidArgument, "request"},
+		{"no url", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{}}, codes.InvalidArgument, "request.url"},
+		{"relative url", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "/x"}}, codes.InvalidArgument, "request.url"},
+		{"file url", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "file:///etc/passwd"}}, codes.InvalidArgument, "request.url"},
+		{"bad method", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Method: "G E T"}}, codes.InvalidArgument, "request.method"},
+		{"host header", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "host", Value: "evil"}}}}, codes.InvalidArgument, "request.headers[0].name"},
+		{"transfer-encoding", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "Transfer-Encoding", Value: "chunked"}}}}, codes.InvalidArgument, "request.headers[0].name"},
+		{"header injection", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "X-A", Value: "1\r\nX-B: 2"}}}}, codes.InvalidArgument, "request.headers[0].value"},
+		{"unknown provider", &rbv1.ExecuteRequest{Provider: "friendster", Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "provider"},
+		{"retries above policy", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxRetries: &max}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_retries"},
+		{"max delay above policy", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxDelay: durationpb.New(time.Hour)}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_delay"},
+		{"negative timeout", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{TotalTimeout: durationpb.New(-time.Second)}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.total_timeout"},
+		{"response body above policy", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxResponseBody: &big}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_response_body"},
+		{"unknown policy", &rbv1.ExecuteRequest{Policy: "ghost", Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.FailedPrecondition, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.client.Execute(t.Context(), tt.req)
+			st := status.Convert(err)
+			if st.Code() != tt.code {
+				t.Fatalf("code %s (%q), want %s", st.Code(), st.Message(), tt.code)
+			}
+			if tt.field != "" && !hasViolation(st, tt.field) {
+				t.Fatalf("no violation for %s in %q", tt.field, st.Message())
+			}
+		})
+	}
+	if len(f.dialer.addrs) != 0 {
+		t.Fatalf("invalid requests dialled %v", f.dialer.addrs)
+	}
+}
+
+func hasViolation(st *status.Status, field string) bool {
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, fv := range br.GetFieldViolations() {
+				if fv.GetField() == field {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func TestExecuteOverridesNarrowThePolicy(t *testing.T) {
+	f := startExecBroker(t, nil)
+	up := newScripted(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) })
+	zero := uint32(0)
+	resp, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{
+		Overrides: &rbv1.ExecuteOverrides{MaxRetries: &zero},
+		Request:   &rbv1.HttpRequest{Url: up.URL},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetAttempts()) != 1 || resp.GetOutcome() != rbv1.Outcome_OUTCOME_ATTEMPTS_EXHAUSTED || up.n.Load() != 1 {
+		t.Fatalf("%d attempts, outcome %s, %d sends", len(resp.GetAttempts()), resp.GetOutcome(), up.n.Load())
+	}
+}
+
+func TestExecutePacingResourceExhausted(t *testing.T) {
+	f := startExecBroker(t, func(p *tenant.Policy) { p.Pace = store.PaceConfig{Rate: 0.01, Burst: 1} })
+	up := newScripted(t, func(int, http.ResponseWriter, *http.Request) {})
+	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}}
+	if _, err := f.client.Execute(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := f.client.Execute(ctx, req)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("code %s (%q), want RESOURCE_EXHAUSTED", st.Code(), st.Message())
+	}
+	var delay time.Duration
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			delay = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if delay < 90*time.Second {
+		t.Fatalf("RetryInfo delay %v, want about 100s", delay)
+	}
+	if up.n.Load() != 1 {
+		t.Fatalf("upstream saw %d calls, want 1", up.n.Load())
+	}
+}
+
+// TestClassifySharesGatesWithExecute: a caller that made its own call tells
+// ClassifyResponse about a 429 with a long hint; Execute for the same
+// destination then spends no upstream call.
+func TestClassifySharesGatesWithExecute(t *testing.T) {
+	f := startExecBroker(t, nil)
+	up := newScripted(t, func(int, http.ResponseWriter, *http.Request) {})
+	cr, err := f.client.ClassifyResponse(t.Context(), &rbv1.ClassifyResponseRequest{
+		StatusCode: 429, Url: up.URL + "/a", Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "300"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.GetDecision().GetReason() != rbv1.Reason_REASON_HINT_EXCEEDS_MAX_DELAY {
+		t.Fatalf("classify reason %s", cr.GetDecision().GetReason())
+	}
+	resp, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL + "/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetOutcome() != rbv1.Outcome_OUTCOME_GATE_CLOSED || up.n.Load() != 0 {
+		t.Fatalf("outcome %s, upstream saw %d", resp.GetOutcome(), up.n.Load())
+	}
+	if ra := resp.GetRetryAfter().AsDuration(); ra < 290*time.Second || ra > 300*time.Second {
+		t.Fatalf("retry_after %v, want about 300s", ra)
+	}
+	// A later classify for a 503 on the same destination is told to wait
+	// out the gate rather than back off.
+	cr, err = f.client.ClassifyResponse(t.Context(), &rbv1.ClassifyResponseRequest{StatusCode: 503, Url: up.URL + "/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.GetDecision().GetReason() != rbv1.Reason_REASON_GATE_CLOSED || cr.GetDecision().GetAction() != rbv1.Action_ACTION_DO_NOT_RETRY {
+		t.Fatalf("classify during a closed gate: %v", cr.GetDecision())
+	}
+}
