@@ -1,0 +1,66 @@
+"""retrybroker: Python client of the retry broker.
+
+Quick start against a local broker (``make run`` listens on 127.0.0.1:50051)::
+
+    from retrybroker import BrokerClient
+
+    with BrokerClient("127.0.0.1:50051") as broker:
+        d = broker.classify(status=429, headers=[("Retry-After", "5")])
+        print(d.action, d.delay, d.hint_source)   # retry 5.0 retry-after
+
+Durations are float seconds throughout. See README.md for more.
+"""
+
+from ._aio import AsyncBrokerClient
+from ._client import BASE_CHANNEL_OPTIONS, BrokerClient, __version__
+from ._errors import (
+    AuthenticationError,
+    BrokerError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    RateLimitedError,
+    UnavailableError,
+    UnknownPolicyError,
+)
+from ._retry import RetryEvent, http_result_of, transport_error_from_exception
+from ._types import (
+    Action,
+    Attempt,
+    Decision,
+    ExecuteOverrides,
+    ExecuteResult,
+    FieldViolation,
+    HttpResult,
+    Outcome,
+    Reason,
+    TransportError,
+)
+
+__all__ = [
+    "BASE_CHANNEL_OPTIONS",
+    "Action",
+    "AsyncBrokerClient",
+    "Attempt",
+    "AuthenticationError",
+    "BrokerClient",
+    "BrokerError",
+    "Decision",
+    "DeadlineExceededError",
+    "ExecuteOverrides",
+    "ExecuteResult",
+    "FieldViolation",
+    "HttpResult",
+    "InvalidArgumentError",
+    "Outcome",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "Reason",
+    "RetryEvent",
+    "TransportError",
+    "UnavailableError",
+    "UnknownPolicyError",
+    "__version__",
+    "http_result_of",
+    "transport_error_from_exception",
+]

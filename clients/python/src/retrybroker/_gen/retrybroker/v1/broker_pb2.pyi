@@ -1,0 +1,244 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACTION_UNSPECIFIED: _ClassVar[Action]
+    ACTION_RETRY: _ClassVar[Action]
+    ACTION_DO_NOT_RETRY: _ClassVar[Action]
+
+class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REASON_UNSPECIFIED: _ClassVar[Reason]
+    REASON_SERVER_HINT: _ClassVar[Reason]
+    REASON_BACKOFF: _ClassVar[Reason]
+    REASON_SUCCESS: _ClassVar[Reason]
+    REASON_STATUS_NOT_RETRYABLE: _ClassVar[Reason]
+    REASON_UNSAFE_METHOD: _ClassVar[Reason]
+    REASON_ATTEMPTS_EXHAUSTED: _ClassVar[Reason]
+    REASON_HINT_EXCEEDS_MAX_DELAY: _ClassVar[Reason]
+    REASON_DEADLINE_TOO_SHORT: _ClassVar[Reason]
+    REASON_TRANSPORT_ERROR_NOT_RETRYABLE: _ClassVar[Reason]
+    REASON_TRANSPORT_RETRY_DISABLED: _ClassVar[Reason]
+    REASON_PROVIDER_FORBIDS_RETRY: _ClassVar[Reason]
+    REASON_RETRY_BUDGET_EXHAUSTED: _ClassVar[Reason]
+    REASON_GATE_CLOSED: _ClassVar[Reason]
+    REASON_CANCELED: _ClassVar[Reason]
+
+class TransportError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSPORT_ERROR_UNSPECIFIED: _ClassVar[TransportError]
+    TRANSPORT_ERROR_CONNECTION_REFUSED: _ClassVar[TransportError]
+    TRANSPORT_ERROR_CONNECTION_RESET: _ClassVar[TransportError]
+    TRANSPORT_ERROR_EOF: _ClassVar[TransportError]
+    TRANSPORT_ERROR_TIMEOUT: _ClassVar[TransportError]
+    TRANSPORT_ERROR_DNS_TEMPORARY: _ClassVar[TransportError]
+    TRANSPORT_ERROR_DNS_NOT_FOUND: _ClassVar[TransportError]
+    TRANSPORT_ERROR_TLS_CERTIFICATE: _ClassVar[TransportError]
+    TRANSPORT_ERROR_CANCELED: _ClassVar[TransportError]
+    TRANSPORT_ERROR_INVALID_URL: _ClassVar[TransportError]
+    TRANSPORT_ERROR_DESTINATION_REFUSED: _ClassVar[TransportError]
+    TRANSPORT_ERROR_OTHER: _ClassVar[TransportError]
+
+class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_UNSPECIFIED: _ClassVar[Outcome]
+    OUTCOME_SUCCESS: _ClassVar[Outcome]
+    OUTCOME_NOT_RETRYABLE: _ClassVar[Outcome]
+    OUTCOME_ATTEMPTS_EXHAUSTED: _ClassVar[Outcome]
+    OUTCOME_HINT_EXCEEDS_MAX_DELAY: _ClassVar[Outcome]
+    OUTCOME_DEADLINE_TOO_SHORT: _ClassVar[Outcome]
+    OUTCOME_RETRY_BUDGET_EXHAUSTED: _ClassVar[Outcome]
+    OUTCOME_GATE_CLOSED: _ClassVar[Outcome]
+    OUTCOME_CANCELED: _ClassVar[Outcome]
+ACTION_UNSPECIFIED: Action
+ACTION_RETRY: Action
+ACTION_DO_NOT_RETRY: Action
+REASON_UNSPECIFIED: Reason
+REASON_SERVER_HINT: Reason
+REASON_BACKOFF: Reason
+REASON_SUCCESS: Reason
+REASON_STATUS_NOT_RETRYABLE: Reason
+REASON_UNSAFE_METHOD: Reason
+REASON_ATTEMPTS_EXHAUSTED: Reason
+REASON_HINT_EXCEEDS_MAX_DELAY: Reason
+REASON_DEADLINE_TOO_SHORT: Reason
+REASON_TRANSPORT_ERROR_NOT_RETRYABLE: Reason
+REASON_TRANSPORT_RETRY_DISABLED: Reason
+REASON_PROVIDER_FORBIDS_RETRY: Reason
+REASON_RETRY_BUDGET_EXHAUSTED: Reason
+REASON_GATE_CLOSED: Reason
+REASON_CANCELED: Reason
+TRANSPORT_ERROR_UNSPECIFIED: TransportError
+TRANSPORT_ERROR_CONNECTION_REFUSED: TransportError
+TRANSPORT_ERROR_CONNECTION_RESET: TransportError
+TRANSPORT_ERROR_EOF: TransportError
+TRANSPORT_ERROR_TIMEOUT: TransportError
+TRANSPORT_ERROR_DNS_TEMPORARY: TransportError
+TRANSPORT_ERROR_DNS_NOT_FOUND: TransportError
+TRANSPORT_ERROR_TLS_CERTIFICATE: TransportError
+TRANSPORT_ERROR_CANCELED: TransportError
+TRANSPORT_ERROR_INVALID_URL: TransportError
+TRANSPORT_ERROR_DESTINATION_REFUSED: TransportError
+TRANSPORT_ERROR_OTHER: TransportError
+OUTCOME_UNSPECIFIED: Outcome
+OUTCOME_SUCCESS: Outcome
+OUTCOME_NOT_RETRYABLE: Outcome
+OUTCOME_ATTEMPTS_EXHAUSTED: Outcome
+OUTCOME_HINT_EXCEEDS_MAX_DELAY: Outcome
+OUTCOME_DEADLINE_TOO_SHORT: Outcome
+OUTCOME_RETRY_BUDGET_EXHAUSTED: Outcome
+OUTCOME_GATE_CLOSED: Outcome
+OUTCOME_CANCELED: Outcome
+
+class HttpHeader(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class Decision(_message.Message):
+    __slots__ = ("action", "delay", "hint_source", "hint", "reason", "provider")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    HINT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    HINT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    action: Action
+    delay: _duration_pb2.Duration
+    hint_source: str
+    hint: _duration_pb2.Duration
+    reason: Reason
+    provider: str
+    def __init__(self, action: _Optional[_Union[Action, str]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hint_source: _Optional[str] = ..., hint: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reason: _Optional[_Union[Reason, str]] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class ClassifyResponseRequest(_message.Message):
+    __slots__ = ("policy", "provider", "method", "status_code", "headers", "attempt", "now", "body", "transport_error", "request_headers", "url", "deadline")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    provider: str
+    method: str
+    status_code: int
+    headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    attempt: int
+    now: _timestamp_pb2.Timestamp
+    body: bytes
+    transport_error: TransportError
+    request_headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    url: str
+    deadline: _timestamp_pb2.Timestamp
+    def __init__(self, policy: _Optional[str] = ..., provider: _Optional[str] = ..., method: _Optional[str] = ..., status_code: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., attempt: _Optional[int] = ..., now: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., body: _Optional[bytes] = ..., transport_error: _Optional[_Union[TransportError, str]] = ..., request_headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., url: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ClassifyResponseResponse(_message.Message):
+    __slots__ = ("decision",)
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    decision: Decision
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ...) -> None: ...
+
+class HttpRequest(_message.Message):
+    __slots__ = ("method", "url", "headers", "body")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    url: str
+    headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    body: bytes
+    def __init__(self, method: _Optional[str] = ..., url: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class HttpResponse(_message.Message):
+    __slots__ = ("status_code", "headers", "body", "body_truncated")
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    BODY_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    status_code: int
+    headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    body: bytes
+    body_truncated: bool
+    def __init__(self, status_code: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body: _Optional[bytes] = ..., body_truncated: _Optional[bool] = ...) -> None: ...
+
+class ExecuteOverrides(_message.Message):
+    __slots__ = ("max_retries", "max_delay", "total_timeout", "attempt_timeout", "max_response_body")
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESPONSE_BODY_FIELD_NUMBER: _ClassVar[int]
+    max_retries: int
+    max_delay: _duration_pb2.Duration
+    total_timeout: _duration_pb2.Duration
+    attempt_timeout: _duration_pb2.Duration
+    max_response_body: int
+    def __init__(self, max_retries: _Optional[int] = ..., max_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_response_body: _Optional[int] = ...) -> None: ...
+
+class ExecuteRequest(_message.Message):
+    __slots__ = ("request", "policy", "provider", "overrides")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    request: HttpRequest
+    policy: str
+    provider: str
+    overrides: ExecuteOverrides
+    def __init__(self, request: _Optional[_Union[HttpRequest, _Mapping]] = ..., policy: _Optional[str] = ..., provider: _Optional[str] = ..., overrides: _Optional[_Union[ExecuteOverrides, _Mapping]] = ...) -> None: ...
+
+class Attempt(_message.Message):
+    __slots__ = ("number", "start_time", "duration", "status_code", "transport_error", "error_message", "decision", "waited")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    DURATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    WAITED_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    start_time: _timestamp_pb2.Timestamp
+    duration: _duration_pb2.Duration
+    status_code: int
+    transport_error: TransportError
+    error_message: str
+    decision: Decision
+    waited: _duration_pb2.Duration
+    def __init__(self, number: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., status_code: _Optional[int] = ..., transport_error: _Optional[_Union[TransportError, str]] = ..., error_message: _Optional[str] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., waited: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ExecuteResponse(_message.Message):
+    __slots__ = ("response", "attempts", "outcome", "retry_after", "provider")
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    response: HttpResponse
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    outcome: Outcome
+    retry_after: _duration_pb2.Duration
+    provider: str
+    def __init__(self, response: _Optional[_Union[HttpResponse, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., provider: _Optional[str] = ...) -> None: ...
