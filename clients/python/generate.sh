@@ -13,6 +13,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 python="${1:-$here/.venv/bin/python}"
+case "$python" in
+  /*) ;;
+  */*) python="$(cd "$(dirname "$python")" && pwd)/$(basename "$python")" ;;
+esac
 out="$here/src/retrybroker/_gen"
 
 rm -rf "$out"
