@@ -27,6 +27,9 @@ const (
 	DefaultIOTimeout = 500 * time.Millisecond
 )
 
+// preloadTimeout bounds the script preload in New.
+const preloadTimeout = 250 * time.Millisecond
+
 // keyMargin is how long keys outlive the state they hold, so that replicas
 // with slightly different clocks still find it.
 const keyMargin = 10 * time.Second
@@ -82,7 +85,8 @@ var _ store.Store = (*Store)(nil)
 // "rediss://..." for TLS, or "unix:///path"; query parameters such as
 // dial_timeout are honoured). It fails only on an invalid URL or option:
 // a Redis that is down is reported by the operations, never by New. ctx
-// bounds a best-effort script preload (at most one second).
+// bounds a best-effort script preload (at most 250 ms; without it the first
+// call of each script costs one more round trip).
 func New(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	ro, err := redis.ParseURL(rawURL)
 	if err != nil {
@@ -179,7 +183,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 }
 
 func (s *Store) preload(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, preloadTimeout)
 	defer cancel()
 	for _, sc := range []*redis.Script{admitScript, completeScript} {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {

@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,4 +54,176 @@ func TestSuite(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
+}
+
+func rawClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestEveryKeyExpires runs every kind of write, then scans the whole server:
+// every key must have a TTL, and each TTL must match what the key holds.
+func TestEveryKeyExpires(t *testing.T) {
+	s, srv := newStore(t)
+	ctx := context.Background()
+	t0 := storetest.T0
+	g := store.GateKey{Tenant: "acme", Scope: "github", Credential: "ab12"}
+	budget := store.BudgetConfig{Ratio: 0.5, FloorPerSecond: 1, Window: 5 * time.Second}
+
+	a, err := s.Admit(ctx, store.AdmitRequest{Gate: g, PaceHost: "api.github.com", Pace: store.PaceConfig{Rate: 2, Burst: 1},
+		FirstAttempt: true, Budget: budget, Now: t0})
+	if err != nil || !a.Admitted() {
+		t.Fatalf("Admit = %+v, %v", a, err)
+	}
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil { // stays in flight
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: a.Ticket, SpendRetry: true, Budget: budget, Now: t0,
+		Obs: store.Observation{CloseUntil: t0.Add(30 * time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Observe(ctx, store.GateKey{Tenant: "globex", Scope: "jira"},
+		store.Observation{HasQuota: true, Remaining: 0, Reset: t0.Add(time.Minute)}, t0); err != nil {
+		t.Fatal(err)
+	}
+
+	c := rawClient(t, srv.URL())
+	keys, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct{ min, max time.Duration }{
+		"rb:v1:{t:acme}:g:github:ab12":    {30 * time.Second, 40 * time.Second},                     // until + margin
+		"rb:v1:{t:acme}:f:github:ab12":    {store.DefaultTicketTTL, 2*time.Minute + 10*time.Second}, // ticket TTL + margin
+		"rb:v1:{t:acme}:p:api.github.com": {400 * time.Millisecond, 500 * time.Millisecond},         // until the TAT
+		"rb:v1:{t:acme}:b":                {5 * time.Second, 15 * time.Second},                      // window + margin
+		"rb:v1:{t:globex}:g:jira:":        {time.Minute, time.Minute + 10*time.Second},
+	}
+	if len(keys) != len(want) {
+		t.Errorf("keys = %q, want %d keys", keys, len(want))
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 {
+			t.Errorf("key %q has no TTL (%v)", k, ttl)
+			continue
+		}
+		w, ok := want[k]
+		if !ok {
+			t.Errorf("unexpected key %q", k)
+			continue
+		}
+		if ttl < w.min-time.Second || ttl > w.max {
+			t.Errorf("key %q: TTL %v, want within [%v, %v]", k, ttl, w.min, w.max)
+		}
+	}
+}
+
+// TestNewWithRedisDown checks that New succeeds with no server, and that
+// operations then fail fast with ErrUnavailable.
+func TestNewWithRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	url := srv.URL()
+	srv.Stop() // a port where nothing listens
+	start := time.Now()
+	s, err := redisstore.New(context.Background(), url)
+	if err != nil {
+		t.Fatalf("New with Redis down: %v", err)
+	}
+	defer s.Close()
+	_, err = s.Admit(context.Background(), store.AdmitRequest{Gate: store.GateKey{Tenant: "acme"}, Now: storetest.T0})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Admit with Redis down: err = %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("New and Admit with Redis down took %v", took)
+	}
+	if err := s.Ping(context.Background()); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Ping with Redis down: %v", err)
+	}
+
+	// The caller's deadline bounds a call even when the client's own
+	// timeouts are longer.
+	srv.Restart()
+	srv.Pause()
+	defer srv.Resume()
+	slow, err := redisstore.New(context.Background(), url, redisstore.WithRedisOptions(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = slow.GateState(ctx, store.GateKey{Tenant: "acme"}, storetest.T0)
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GateState on a hung Redis: err = %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("GateState with a 100ms deadline took %v", took)
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	for _, url := range []string{
+		"http://user:s3cret@localhost:6379",
+		"redis://user:s3cret@localhost:port/0",
+		"redis://user:s3cret@localhost:6379/notadb",
+		"::not a url s3cret",
+	} {
+		s, err := redisstore.New(context.Background(), url)
+		if err == nil {
+			_ = s.Close()
+			t.Errorf("New(%q) succeeded", url)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("New(%q) error leaks the password: %v", url, err)
+		}
+	}
+	if _, err := redisstore.New(context.Background(), "redis://localhost:6379", redisstore.WithKeyPrefix("a{b}:")); err == nil {
+		t.Error("New accepted a key prefix with a hash tag")
+	}
+}
+
+// TestScriptCacheFlush checks that a server that lost its script cache
+// (restart, SCRIPT FLUSH, failover) keeps working.
+func TestScriptCacheFlush(t *testing.T) {
+	s, srv := newStore(t)
+	ctx := context.Background()
+	g := store.GateKey{Tenant: "acme"}
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: storetest.T0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rawClient(t, srv.URL()).ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: storetest.T0}); err != nil {
+		t.Fatalf("Admit after SCRIPT FLUSH: %v", err)
+	}
+	if _, err := s.Complete(ctx, store.CompleteRequest{Gate: g, Now: storetest.T0}); err != nil {
+		t.Fatalf("Complete after SCRIPT FLUSH: %v", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	s, _ := newStore(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.Admit(context.Background(), store.AdmitRequest{Now: storetest.T0}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Admit after Close: err = %v, want ErrClosed", err)
+	}
 }
