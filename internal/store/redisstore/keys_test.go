@@ -72,9 +72,9 @@ func TestKeysDoNotCollide(t *testing.T) {
 	want := map[string]string{
 		k.gate(store.GateKey{Tenant: "acme", Scope: "github", Credential: "ab12"}): "rb:v1:{t:acme}:g:github:ab12",
 		k.gate(store.GateKey{Tenant: "a:b}", Scope: "api.example.com:8443"}):       "rb:v1:{t:a%3Ab%7D}:g:api.example.com%3A8443:",
-		k.inflight(store.GateKey{Tenant: "acme", Scope: "github"}):                   "rb:v1:{t:acme}:f:github:",
-		k.pace("acme", "api.github.com"):                                             "rb:v1:{t:acme}:p:api.github.com",
-		k.budget(""):                                                                 "rb:v1:{t:}:b",
+		k.inflight(store.GateKey{Tenant: "acme", Scope: "github"}):                 "rb:v1:{t:acme}:f:github:",
+		k.pace("acme", "api.github.com"):                                           "rb:v1:{t:acme}:p:api.github.com",
+		k.budget(""):                                                               "rb:v1:{t:}:b",
 	}
 	for got, w := range want {
 		if got != w {
