@@ -1,0 +1,164 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+)
+
+// emptyService answers both RPCs at once: the baseline for the broker's
+// own cost under identical server options (interceptors, stats handler,
+// limits) and the same loopback connection.
+type emptyService struct{ rbv1.UnimplementedBrokerServiceServer }
+
+func (emptyService) ClassifyResponse(context.Context, *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
+	return &rbv1.ClassifyResponseResponse{Decision: &rbv1.Decision{}}, nil
+}
+
+// forwarder is a minimal gRPC-to-HTTP forwarder with no retry logic: the
+// baseline for Execute.
+type forwarder struct {
+	rbv1.UnimplementedBrokerServiceServer
+	client *http.Client
+}
+
+func (f forwarder) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
+	r := req.GetRequest()
+	hr, err := http.NewRequestWithContext(ctx, r.GetMethod(), r.GetUrl(), bytes.NewReader(r.GetBody()))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := &rbv1.HttpResponse{StatusCode: int32(resp.StatusCode), Body: body}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			out.Headers = append(out.Headers, &rbv1.HttpHeader{Name: k, Value: v})
+		}
+	}
+	return &rbv1.ExecuteResponse{Response: out, Outcome: rbv1.Outcome_OUTCOME_SUCCESS}, nil
+}
+
+func benchServe(b *testing.B, svc rbv1.BrokerServiceServer) rbv1.BrokerServiceClient {
+	b.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{Logger: quiet})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return rbv1.NewBrokerServiceClient(conn)
+}
+
+// BenchmarkClassifyResponseGRPC compares ClassifyResponse with an empty
+// unary handler behind the same server options, in one run. Report the
+// ratio of ns/op: empty / broker is the broker's share of throughput.
+func BenchmarkClassifyResponseGRPC(b *testing.B) {
+	req := &rbv1.ClassifyResponseRequest{
+		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
+		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
+	}
+	dev, _ := tenant.Dev(nil)
+	for _, c := range []struct {
+		name string
+		svc  rbv1.BrokerServiceServer
+	}{
+		{"empty-handler", emptyService{}},
+		{"broker", server.New(server.WithDefaultTenant(dev))},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			client := benchServe(b, c.svc)
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := client.ClassifyResponse(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkExecuteGRPC compares Execute (a 200 on the first attempt) with
+// a minimal forwarder and with direct HTTP to the same local upstream.
+func BenchmarkExecuteGRPC(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
+	st := memstore.New()
+	defer st.Close()
+	tr := egress.NewTransport(egress.ClientConfig{MaxIdleConnsPerHost: 64})
+	defer tr.CloseIdleConnections()
+	exec := &server.Executor{Runner: &engine.Runner{Store: st}, Transport: tr}
+	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
+	b.Run("direct-http", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := plain.Get(up.URL + "/v1/items")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		})
+	})
+	for _, c := range []struct {
+		name string
+		svc  rbv1.BrokerServiceServer
+	}{
+		{"minimal-forwarder", forwarder{client: plain}},
+		{"broker", server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			client := benchServe(b, c.svc)
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Execute(context.Background(), req)
+					if err != nil || resp.GetResponse().GetStatusCode() != 200 {
+						b.Errorf("execute: %v %v", err, resp.GetOutcome())
+						return
+					}
+				}
+			})
+		})
+	}
+}
