@@ -25,7 +25,9 @@ import (
 // emptyService answers both RPCs at once: the baseline for the broker's
 // own cost under identical server options (interceptors, stats handler,
 // limits) and the same loopback connection.
-type emptyService struct{ rbv1.UnimplementedBrokerServiceServer }
+type emptyService struct {
+	rbv1.UnimplementedBrokerServiceServer
+}
 
 func (emptyService) ClassifyResponse(context.Context, *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
 	return &rbv1.ClassifyResponseResponse{Decision: &rbv1.Decision{}}, nil
