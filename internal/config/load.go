@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -379,11 +378,37 @@ func (l *loader) keyHash(n *yaml.Node, path string) ([32]byte, bool) {
 		l.addf(n, path, "want a SHA-256 hash of 64 hex digits, got %d characters; %s", len(s), hint)
 		return h, false
 	}
-	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+	if !decodeHex32(&h, s) {
 		l.addf(n, path, "want a SHA-256 hash of 64 hex digits (0-9, a-f), got other characters; %s", hint)
 		return h, false
 	}
 	return h, true
+}
+
+// decodeHex32 decodes 64 hex digits (either case) into h without
+// allocating.
+func decodeHex32(h *[32]byte, s string) bool {
+	for i := range h {
+		hi, ok1 := unhex(s[2*i])
+		lo, ok2 := unhex(s[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		h[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // checkIdentity returns what is wrong with an mTLS identity, or "".
