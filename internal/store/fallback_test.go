@@ -210,8 +210,10 @@ func TestFallbackTicketsGoHome(t *testing.T) {
 	tr.wait(t, true, time.Second)
 	// Completing the primary ticket while degraded works locally; the local
 	// in-flight count holds only the local ticket.
-	r, err := f.Complete(ctx, store.CompleteRequest{Gate: gate, Ticket: a1.Ticket, Now: t0,
-		Obs: store.Observation{HasQuota: true, Remaining: 1, Reset: reset}})
+	r, err := f.Complete(ctx, store.CompleteRequest{
+		Gate: gate, Ticket: a1.Ticket, Now: t0,
+		Obs: store.Observation{HasQuota: true, Remaining: 1, Reset: reset},
+	})
 	if err != nil || !r.GateClosedUntil.Equal(reset) {
 		t.Fatalf("Complete(primary ticket) while degraded = %+v, %v; want closed by the 1 local call in flight", r, err)
 	}
@@ -223,8 +225,10 @@ func TestFallbackTicketsGoHome(t *testing.T) {
 	}
 	// The local ticket goes back to local state, not to the primary.
 	before := p.calls.Load()
-	r, err = f.Complete(ctx, store.CompleteRequest{Gate: gate, Ticket: a2.Ticket, Now: t0.Add(time.Minute),
-		Obs: store.Observation{HasQuota: true, Remaining: 0, Reset: t0.Add(2 * time.Minute)}})
+	r, err = f.Complete(ctx, store.CompleteRequest{
+		Gate: gate, Ticket: a2.Ticket, Now: t0.Add(time.Minute),
+		Obs: store.Observation{HasQuota: true, Remaining: 0, Reset: t0.Add(2 * time.Minute)},
+	})
 	if err != nil || r.GateClosedUntil.IsZero() {
 		t.Fatalf("Complete(local ticket) after recovery = %+v, %v", r, err)
 	}

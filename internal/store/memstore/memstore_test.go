@@ -1,7 +1,13 @@
 package memstore_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
@@ -14,4 +20,86 @@ func TestSuite(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestSweepBoundsGrowth fills the store with state for many tenants and
+// checks that all of it is dropped once it expired.
+func TestSweepBoundsGrowth(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	t0 := storetest.T0
+	for i := range 1000 {
+		g := store.GateKey{Tenant: fmt.Sprintf("t%d", i), Scope: "github"}
+		a, err := s.Admit(ctx, store.AdmitRequest{
+			Gate: g, PaceHost: "h", Pace: store.PaceConfig{Rate: 1},
+			FirstAttempt: true, Budget: store.DefaultBudget(), Now: t0,
+		})
+		if err != nil || !a.Admitted() {
+			t.Fatalf("Admit = %+v, %v", a, err)
+		}
+		if i%2 == 0 { // half the tickets are never completed
+			if _, err := s.Complete(ctx, store.CompleteRequest{
+				Gate: g, Ticket: a.Ticket, Now: t0,
+				Obs: store.Observation{CloseUntil: t0.Add(time.Minute)},
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := s.Len(); n != 3000 {
+		t.Fatalf("Len = %d, want 3000 (gates, pacing, budgets)", n)
+	}
+	// After the gates reopened, the pacing slots passed and the budget
+	// windows slid by, only gates with live tickets remain.
+	if _, err := s.GateState(ctx, store.GateKey{}, t0.Add(90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 500 {
+		t.Fatalf("Len = %d after 90 s, want 500 (gates with tickets still in flight)", n)
+	}
+	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(store.DefaultTicketTTL+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 0 {
+		t.Fatalf("Len = %d after the tickets expired, want 0", n)
+	}
+}
+
+func TestWithTicketTTL(t *testing.T) {
+	s := memstore.New(memstore.WithTicketTTL(time.Second))
+	defer s.Close()
+	ctx := context.Background()
+	g := store.GateKey{Tenant: "acme"}
+	t0 := storetest.T0
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	obs := store.Observation{HasQuota: true, Remaining: 1, Reset: t0.Add(time.Hour)}
+	if until, _ := s.Observe(ctx, g, obs, t0.Add(time.Second)); !until.IsZero() {
+		t.Fatal("ticket still in flight after its 1 s TTL")
+	}
+}
+
+func TestClose(t *testing.T) {
+	s := memstore.New()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(context.Background(), store.AdmitRequest{}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Admit after Close: %v", err)
+	}
+	if _, err := s.Complete(context.Background(), store.CompleteRequest{}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Complete after Close: %v", err)
+	}
 }

@@ -76,16 +76,20 @@ func TestEveryKeyExpires(t *testing.T) {
 	g := store.GateKey{Tenant: "acme", Scope: "github", Credential: "ab12"}
 	budget := store.BudgetConfig{Ratio: 0.5, FloorPerSecond: 1, Window: 5 * time.Second}
 
-	a, err := s.Admit(ctx, store.AdmitRequest{Gate: g, PaceHost: "api.github.com", Pace: store.PaceConfig{Rate: 2, Burst: 1},
-		FirstAttempt: true, Budget: budget, Now: t0})
+	a, err := s.Admit(ctx, store.AdmitRequest{
+		Gate: g, PaceHost: "api.github.com", Pace: store.PaceConfig{Rate: 2, Burst: 1},
+		FirstAttempt: true, Budget: budget, Now: t0,
+	})
 	if err != nil || !a.Admitted() {
 		t.Fatalf("Admit = %+v, %v", a, err)
 	}
 	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil { // stays in flight
 		t.Fatal(err)
 	}
-	if _, err := s.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: a.Ticket, SpendRetry: true, Budget: budget, Now: t0,
-		Obs: store.Observation{CloseUntil: t0.Add(30 * time.Second)}}); err != nil {
+	if _, err := s.Complete(ctx, store.CompleteRequest{
+		Gate: g, Ticket: a.Ticket, SpendRetry: true, Budget: budget, Now: t0,
+		Obs: store.Observation{CloseUntil: t0.Add(30 * time.Second)},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Observe(ctx, store.GateKey{Tenant: "globex", Scope: "jira"},
