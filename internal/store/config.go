@@ -22,6 +22,10 @@ const DefaultTicketTTL = 2 * time.Minute
 // DefaultBudgetWindow is the window of a BudgetConfig whose Window is zero.
 const DefaultBudgetWindow = 10 * time.Second
 
+// MaxBudgetWindow bounds BudgetConfig.Window (the Redis store keeps one
+// bucket per second of the window).
+const MaxBudgetWindow = time.Hour
+
 // DefaultBudget returns the standard policy's retry budget: retries up to
 // 20% of requests plus 10 retries per second, over a 10 s sliding window.
 func DefaultBudget() BudgetConfig {
@@ -36,12 +40,13 @@ func (b BudgetConfig) Unlimited() bool {
 
 // WindowSeconds returns the window as a whole number of one-second buckets:
 // Window rounded up, [DefaultBudgetWindow] when Window is zero or negative,
-// and at least 1.
+// at least 1 and at most [MaxBudgetWindow] in seconds.
 func (b BudgetConfig) WindowSeconds() int64 {
 	w := b.Window
 	if w <= 0 {
 		w = DefaultBudgetWindow
 	}
+	w = min(w, MaxBudgetWindow)
 	n := int64((w + time.Second - 1) / time.Second)
 	return max(n, 1)
 }

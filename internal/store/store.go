@@ -34,8 +34,9 @@ type PaceConfig struct {
 // BudgetConfig limits retries per tenant: over a sliding Window, retries may
 // be at most Ratio × first attempts + FloorPerSecond × Window seconds.
 // A zero Ratio and FloorPerSecond disables the budget (unlimited retries).
-// The window slides in whole seconds: it is rounded up to whole seconds, and
-// a zero or negative Window means [DefaultBudgetWindow].
+// The window slides in whole seconds: it is rounded up to whole seconds, a
+// zero or negative Window means [DefaultBudgetWindow], and a Window above
+// [MaxBudgetWindow] counts as MaxBudgetWindow.
 type BudgetConfig struct {
 	// Ratio is the number of retries allowed per first attempt (0.2 = one
 	// retry per five requests). Negative counts as 0.
@@ -49,6 +50,7 @@ type BudgetConfig struct {
 
 // AdmitRequest asks to send one attempt.
 type AdmitRequest struct {
+	// Gate is the cooldown gate the attempt goes through.
 	Gate GateKey
 	// PaceHost is the destination host for pacing (tenant from Gate.Tenant).
 	PaceHost string
@@ -93,6 +95,7 @@ func (a Admission) Admitted() bool { return a.GateClosedUntil.IsZero() && !a.Pac
 // Ticket is an opaque in-flight registration. The zero Ticket registers
 // nothing; completing it only applies the observation and the budget.
 type Ticket struct {
+	// ID identifies the registration; opaque, at most a few dozen bytes.
 	ID string
 }
 
@@ -107,20 +110,27 @@ type Observation struct {
 	// Remaining is at most the number of other calls in flight on the gate,
 	// the gate closes until Reset (if Reset is after Now). A negative
 	// Remaining counts as 0.
-	HasQuota  bool
+	HasQuota bool
+	// Remaining is the number of calls the provider says are left.
 	Remaining int64
-	Reset     time.Time
+	// Reset is when the provider's quota window resets.
+	Reset time.Time
 }
 
 // CompleteRequest ends an admitted attempt.
 type CompleteRequest struct {
-	Gate   GateKey
+	// Gate is the gate the attempt was admitted on.
+	Gate GateKey
+	// Ticket is Admission.Ticket; the zero Ticket ends nothing.
 	Ticket Ticket
-	Obs    Observation
+	// Obs is what the response said about the gate; zero for none (a
+	// transport error, or an attempt that was not sent).
+	Obs Observation
 	// SpendRetry asks to spend one retry from the tenant's budget, because
 	// the engine decided to retry after this attempt.
 	SpendRetry bool
-	Budget     BudgetConfig
+	// Budget is the tenant's budget, as in AdmitRequest.
+	Budget BudgetConfig
 	// Now is the clock. A zero Now means time.Now().
 	Now time.Time
 }
