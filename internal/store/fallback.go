@@ -85,8 +85,10 @@ func WithProbeBackoff(minWait, maxWait time.Duration) FallbackOption {
 // with [ErrUnavailable] under [WithFailClosed]). While degraded, calls go
 // straight to local state, and a background probe checks the primary with
 // exponential backoff; when it answers, the Fallback is healthy again and
-// calls return to the primary. A failure caused by the caller's own ctx
-// (cancelled or past its deadline) is returned as is and does not degrade.
+// calls return to the primary. A failure that coincides with the end of the
+// caller's own ctx (cancelled, or a deadline shorter than the primary
+// timeout) is returned as is; the primary is then pinged in the background,
+// and the Fallback degrades only if that ping fails too.
 //
 // Tickets record which backend issued them, and Complete goes to that
 // backend. Completing a primary ticket while degraded applies the
@@ -100,13 +102,14 @@ type Fallback struct {
 	opts           fallbackOptions
 
 	degraded atomic.Bool
+	checking atomic.Bool // a check started by a caller's early exit runs
 
 	mu        sync.Mutex // guards the fields below and state changes
 	closed    bool
 	life      context.Context // cancelled by Close: stops the probe
 	kill      context.CancelFunc
 	listeners []func(degraded bool)
-	wg        sync.WaitGroup // the probe goroutine
+	wg        sync.WaitGroup // the probe and check goroutines
 
 	notifyMu sync.Mutex // keeps notifications in the order of the changes
 }
@@ -273,11 +276,40 @@ func (f *Fallback) Close() error {
 // go back to the caller unchanged (the caller's ctx ended, or the store is
 // closed); otherwise it degrades the Fallback and returns the cause.
 func (f *Fallback) failed(ctx context.Context, err error) error {
-	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		// The caller gave up first: maybe it was impatient, maybe the
+		// primary hangs. Check the primary on our own time.
+		f.check()
 		return nil
 	}
 	f.setDegraded(true)
 	return err
+}
+
+// check pings the primary in the background, at most one check at a time,
+// and degrades the Fallback when the ping fails.
+func (f *Fallback) check() {
+	if !f.checking.CompareAndSwap(false, true) {
+		return
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		f.checking.Store(false)
+		return
+	}
+	f.wg.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.wg.Done()
+		defer f.checking.Store(false)
+		if err := f.ping(); err != nil && f.life.Err() == nil {
+			f.setDegraded(true)
+		}
+	}()
 }
 
 func (f *Fallback) unavailable(op string, cause error) error {

@@ -309,22 +309,13 @@ func TestFallbackFailClosed(t *testing.T) {
 }
 
 // TestFallbackBoundsHangingPrimary checks that a primary that never answers
-// costs a caller with no deadline at most the primary timeout, and that the
-// caller's own cancellation does not degrade the Fallback.
+// costs a caller with no deadline at most the primary timeout, and that
+// degraded calls no longer wait for it.
 func TestFallbackBoundsHangingPrimary(t *testing.T) {
 	const bound = 50 * time.Millisecond
 	var calls atomic.Int64
 	f := store.NewFallback(hanging{&calls}, memstore.New(), store.WithPrimaryTimeout(bound), store.WithProbeBackoff(time.Hour, time.Hour))
 	t.Cleanup(func() { _ = f.Close() })
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	if _, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Admit past the caller's deadline: err = %v, want DeadlineExceeded", err)
-	}
-	if f.Degraded() {
-		t.Fatal("degraded by the caller's own deadline")
-	}
 
 	start := time.Now()
 	a, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, Now: t0})
@@ -342,6 +333,52 @@ func TestFallbackBoundsHangingPrimary(t *testing.T) {
 	}
 	if calls.Load() != before {
 		t.Fatal("degraded calls still went to the primary")
+	}
+}
+
+// TestFallbackImpatientCaller checks that a caller whose deadline ends
+// before the primary timeout gets its own error back, and that the
+// Fallback still finds out, in the background, that the primary hangs.
+func TestFallbackImpatientCaller(t *testing.T) {
+	var calls atomic.Int64
+	f := store.NewFallback(hanging{&calls}, memstore.New(), store.WithPrimaryTimeout(50*time.Millisecond), store.WithProbeBackoff(time.Hour, time.Hour))
+	t.Cleanup(func() { _ = f.Close() })
+	tr := watch(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if _, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Admit past the caller's deadline: err = %v, want DeadlineExceeded", err)
+	}
+	tr.wait(t, true, slack)
+}
+
+// ctxBound is a healthy primary that honours cancellation.
+type ctxBound struct{ *memstore.Store }
+
+func (c ctxBound) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Admission{}, err
+	}
+	return c.Store.Admit(ctx, req)
+}
+
+func (ctxBound) Ping(context.Context) error { return nil }
+
+// TestFallbackCancelDoesNotDegrade checks that a caller's cancellation on
+// a healthy primary leaves the Fallback healthy.
+func TestFallbackCancelDoesNotDegrade(t *testing.T) {
+	f := store.NewFallback(ctxBound{memstore.New()}, memstore.New())
+	tr := watch(f)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Admit with a cancelled ctx: err = %v, want Canceled", err)
+	}
+	if err := f.Close(); err != nil { // waits for the background check
+		t.Fatal(err)
+	}
+	if f.Degraded() || len(tr.list()) != 0 {
+		t.Fatalf("degraded = %v, transitions %v after a cancellation on a healthy primary", f.Degraded(), tr.list())
 	}
 }
 

@@ -17,7 +17,8 @@ var T0 = time.Unix(1_750_000_000, 0)
 
 // Run runs the suite. Each subtest calls newStore for a fresh, empty store
 // that uses store.DefaultTicketTTL; newStore arranges for closing it (for
-// example with t.Cleanup). Subtests run in parallel.
+// example with t.Cleanup). Subtests run in parallel, so newStore may be
+// called concurrently.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	tests := []struct {
