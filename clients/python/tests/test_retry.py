@@ -203,3 +203,20 @@ def test_transport_error_from_wrapped_exception() -> None:
         pass
 
     assert transport_error_from_exception(ReadTimeout()) is TransportError.TIMEOUT
+
+
+def test_retry_closes_the_responses_it_discards(client: BrokerClient) -> None:
+    class Resp:  # shaped like a requests/httpx response
+        def __init__(self, status: int, headers: dict[str, str]) -> None:
+            self.status_code = status
+            self.headers = headers
+            self.closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    first, last = Resp(503, {"Retry-After": "0"}), Resp(200, {})
+    replies = iter([first, last])
+    got = client.retry(lambda: next(replies), sleep=FakeTime().sleep)
+    assert got is last
+    assert first.closed and not last.closed

@@ -23,7 +23,7 @@ from ._client import (
 )
 from ._errors import error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
-from ._retry import RetryEvent, http_result_of, response_of_exception, transport_error_from_exception
+from ._retry import RetryEvent, adiscard, http_result_of, response_of_exception, transport_error_from_exception
 from ._types import Action, Decision, ExecuteOverrides, ExecuteResult, HeadersInput, HttpResult, TransportError
 
 T = TypeVar("T")
@@ -208,5 +208,7 @@ class AsyncBrokerClient:
                 return cast(T, result)
             if on_retry is not None:
                 on_retry(RetryEvent(attempt=attempt, decision=decision, result=result, error=error))
+            elif result is not None:
+                await adiscard(result)
             await sleep(decision.delay or 0.0)
             attempt += 1

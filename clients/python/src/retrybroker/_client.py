@@ -12,7 +12,7 @@ import grpc
 from . import _convert
 from ._errors import error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
-from ._retry import RetryEvent, http_result_of, response_of_exception, transport_error_from_exception
+from ._retry import RetryEvent, discard, http_result_of, response_of_exception, transport_error_from_exception
 from ._types import Action, Decision, ExecuteOverrides, ExecuteResult, HeadersInput, HttpResult, TransportError
 
 __version__ = "0.1.0"
@@ -269,8 +269,10 @@ class BrokerClient:
                 it is also sent as ``now`` so absolute hints are read against
                 it; when None, ``time.time`` sets the deadline and the
                 broker's clock reads hints.
-            on_retry: called before each wait, e.g. to log or to close the
-                failed response.
+            on_retry: called before each wait, e.g. to log. Without it, a
+                response that is about to be retried is closed (its
+                ``close()`` is called, if it has one) to release its
+                connection; with it, closing is up to you (``event.result``).
 
         Raises BrokerError when the broker cannot be asked; fn's own
         non-transport exceptions propagate unchanged.
@@ -314,5 +316,7 @@ class BrokerClient:
                 return cast(T, result)
             if on_retry is not None:
                 on_retry(RetryEvent(attempt=attempt, decision=decision, result=result, error=error))
+            elif result is not None:
+                discard(result)
             sleep(decision.delay or 0.0)
             attempt += 1

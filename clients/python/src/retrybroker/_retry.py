@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import inspect
 import http.client
 import socket
 import ssl
@@ -120,6 +121,29 @@ def response_of_exception(exc: BaseException) -> HttpResult | None:
     if isinstance(exc, urllib.error.HTTPError):
         return HttpResult(status=exc.code, headers=header_pairs(exc.headers))
     return None
+
+
+def discard(result: object) -> None:
+    """discard closes a response that is about to be retried, when it can.
+
+    requests, httpx and http.client responses hold a connection until closed.
+    """
+    close = getattr(result, "close", None)
+    if callable(close):
+        close()
+
+
+async def adiscard(result: object) -> None:
+    """adiscard is discard for asyncio responses (httpx ``aclose``, aiohttp ``close``)."""
+    aclose = getattr(result, "aclose", None)
+    if callable(aclose):
+        await aclose()
+        return
+    close = getattr(result, "close", None)
+    if callable(close):
+        ret = close()
+        if inspect.isawaitable(ret):
+            await ret
 
 
 @dataclass(frozen=True)
