@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,5 +230,76 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := s.Admit(context.Background(), store.AdmitRequest{Now: storetest.T0}); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Admit after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+// TestReplicasShareState runs two stores (two broker replicas) on one
+// server: in-flight counts, gates, pacing and budgets are shared, and
+// concurrent calls from both stay exact.
+func TestReplicasShareState(t *testing.T) {
+	a, srv := newStore(t)
+	b, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	t0 := storetest.T0
+	g := store.GateKey{Tenant: "acme", Scope: "github"}
+
+	// Two calls in flight on A, one on B; B's response says 2 left: the
+	// two others will use them, so the gate closes for both replicas.
+	var tickets []store.Ticket
+	for _, s := range []*redisstore.Store{a, a, b} {
+		adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0})
+		if err != nil || !adm.Admitted() {
+			t.Fatalf("Admit = %+v, %v", adm, err)
+		}
+		tickets = append(tickets, adm.Ticket)
+	}
+	reset := t0.Add(time.Minute)
+	r, err := b.Complete(ctx, store.CompleteRequest{
+		Gate: g, Ticket: tickets[2], Now: t0,
+		Obs: store.Observation{HasQuota: true, Remaining: 2, Reset: reset},
+	})
+	if err != nil || !r.GateClosedUntil.Equal(reset) {
+		t.Fatalf("Complete on B = %+v, %v; want the gate closed until the reset", r, err)
+	}
+	if adm, err := a.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0.Add(time.Second)}); err != nil || !adm.GateClosedUntil.Equal(reset) {
+		t.Fatalf("Admit on A = %+v, %v; want the gate B closed", adm, err)
+	}
+
+	// Pacing and budgets: concurrent calls from both replicas.
+	const workers = 20
+	var admitted, allowed atomic.Int64
+	var wg sync.WaitGroup
+	budget := store.BudgetConfig{FloorPerSecond: 1, Window: 5 * time.Second}
+	for i := range workers {
+		s := []*redisstore.Store{a, b}[i%2]
+		wg.Go(func() {
+			adm, err := s.Admit(ctx, store.AdmitRequest{
+				Gate:     store.GateKey{Tenant: "acme", Scope: "x"},
+				PaceHost: "h", Pace: store.PaceConfig{Rate: 1, Burst: 3}, Now: t0,
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if adm.Admitted() {
+				admitted.Add(1)
+			}
+			r, err := s.Complete(ctx, store.CompleteRequest{Gate: g, SpendRetry: true, Budget: budget, Now: t0})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if r.RetryAllowed {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 3 || allowed.Load() != 5 {
+		t.Fatalf("admitted %d (want the burst, 3), allowed %d retries (want the floor, 5) across two replicas", admitted.Load(), allowed.Load())
 	}
 }
