@@ -133,8 +133,9 @@ func (f *Fallback) Degraded() bool { return f.degraded.Load() }
 
 // OnStateChange registers fn to be called on each change between healthy
 // (false) and degraded (true), in order, from the goroutine that made the
-// change. fn must not block for long; it is not called for the state
-// current at registration (read Degraded for that).
+// change. fn must not block for long nor call the Fallback's Store
+// methods (it may call Degraded); it is not called for the state current at
+// registration (read Degraded for that).
 func (f *Fallback) OnStateChange(fn func(degraded bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
