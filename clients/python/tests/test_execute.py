@@ -30,7 +30,7 @@ def test_execute_waits_for_retry_after_then_succeeds(client: BrokerClient, upstr
     assert r.text() == "hello"
     assert not r.body_truncated
     assert r.outcome is Outcome.SUCCESS
-    assert r.outcome == "OUTCOME_SUCCESS"
+    assert str(r.outcome) == "OUTCOME_SUCCESS"
     assert r.retry_after is None
     assert r.header("content-type") == "text/plain"
     assert r.header_values("x-dup") == ["a", "b"]

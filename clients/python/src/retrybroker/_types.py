@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 
 class _OpenStrEnum(str, enum.Enum):
@@ -114,10 +114,16 @@ class TransportError(_OpenStrEnum):
         return cls(v)
 
 
+class SupportsItems(Protocol):
+    """Header containers with ``items()``: email/http.client messages, multidicts."""
+
+    def items(self) -> Iterable[tuple[str, Any]]: ...
+
+
 #: Headers as a caller may pass them: a mapping, an iterable of
 #: ``(name, value)`` pairs, or an object with ``items()`` (``http.client``
 #: messages, ``requests``/``httpx``/``aiohttp`` headers).
-HeadersInput = Union[Mapping[str, str], Iterable[tuple[str, str]], Any, None]
+HeadersInput = Union[Mapping[str, str], Iterable[tuple[str, str]], SupportsItems, None]
 
 
 def header_pairs(headers: HeadersInput) -> list[tuple[str, str]]:
@@ -129,12 +135,13 @@ def header_pairs(headers: HeadersInput) -> list[tuple[str, str]]:
     """
     if headers is None:
         return []
-    if hasattr(headers, "multi_items"):
-        items = headers.multi_items()
-    elif hasattr(headers, "items"):
-        items = headers.items()
+    source: Any = headers
+    if hasattr(source, "multi_items"):
+        items = source.multi_items()
+    elif hasattr(source, "items"):
+        items = source.items()
     else:
-        items = headers
+        items = source
     out: list[tuple[str, str]] = []
     for item in items:
         name, value = item
