@@ -204,6 +204,7 @@ tenants:
 	}
 	want := []string{
 		"multi.yaml:7:22: tenants[0].policies.default.max_retries: want a whole number",
+		"multi.yaml:8:19: tenants[0].policies.default.backoff.factor: must be between 1 and 100, got 0",
 		"multi.yaml:9:24: tenants[0].policies.default.pacing.rate: must be above 0",
 		"multi.yaml:10:9: tenants[1].id: duplicate tenant id",
 		"multi.yaml:11:22: tenants[1].api_key_sha256[0]: this API key hash is also listed for tenant",

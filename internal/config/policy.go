@@ -57,8 +57,10 @@ type draft struct {
 	nodes map[string]*yaml.Node
 	// node is the policy's mapping; extends its extends value, if any.
 	node, extends *yaml.Node
-	// broken is set when a problem was found while reading the policy;
-	// Validate is then skipped to avoid reporting consequences twice.
+	// broken is set when a problem was found while reading the policy (or
+	// in the policy it extends). Fields that failed to read keep their
+	// inherited values, so the engine's checks still run without repeating
+	// those problems, but the policy is not used.
 	broken bool
 }
 
@@ -445,9 +447,6 @@ func (l *loader) readHostProviders(v *yaml.Node, path string, into map[string]st
 // finish builds the policy's host map and validates it with the engine,
 // placing each engine error at the field that set the value.
 func (l *loader) finish(d *draft, path string) bool {
-	if d.broken {
-		return false
-	}
 	if d.hosts != nil {
 		merged := maps.Clone(l.hostOverrides)
 		if merged == nil {
@@ -465,7 +464,7 @@ func (l *loader) finish(d *draft, path string) bool {
 	}
 	err := d.p.Validate()
 	if err == nil {
-		return true
+		return !d.broken
 	}
 	var fes []*engine.FieldError
 	collectFieldErrors(err, &fes)

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// FuzzParse checks that any input either loads or gives a *Error whose
+// problems all name the file, and never panics.
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile(exampleFile); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte(configFor("a", "b")))
+	f.Add([]byte("version: 1\npolicies:\n  p: {backoff: {factor: 2}, budget: {disabled: true}, pacing: {rate: 1}}\ntenants:\n  - id: a\n    mtls_identities: [CN=a]\n    policies: {default: p, x: {extends: p, max_request_body: 1KiB}}\n"))
+	f.Add([]byte("version: 1\ntenants: [{id: a, api_key_sha256: [&k x]}, {id: b, api_key_sha256: *k}]\n"))
+	f.Add([]byte("{version: 1, tenants: [{id: a, <<: {x: 1}}]}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := Parse("fuzz.yaml", data)
+		if err == nil {
+			if d == nil || d.Len() == 0 {
+				t.Fatal("valid configuration without tenants")
+			}
+			for _, tn := range d.Tenants() {
+				if _, ok := tn.Policy(""); !ok {
+					t.Fatalf("tenant %q has no default policy", tn.ID)
+				}
+			}
+			return
+		}
+		var ce *Error
+		if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+			t.Fatalf("error %v is not a *Error with problems", err)
+		}
+		for _, p := range ce.Problems {
+			if !strings.HasPrefix(p.Error(), "fuzz.yaml") {
+				t.Fatalf("problem %q does not name the file", p.Error())
+			}
+		}
+	})
+}
+
+// FuzzParseByteSize checks ParseByteSize never panics and never returns a
+// negative size.
+func FuzzParseByteSize(f *testing.F) {
+	for _, s := range []string{"1MiB", "1 mb", "0", "9223372036854775807", "99999999999GiB", "-1", "1.5KiB", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseByteSize(s)
+		if err == nil && n < 0 {
+			t.Fatalf("ParseByteSize(%q) = %d", s, n)
+		}
+	})
+}
