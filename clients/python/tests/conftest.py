@@ -32,7 +32,11 @@ TWO_TENANTS = REPO / "testdata" / "config" / "two-tenants.yaml"
 def broker_bin() -> Path:
     env = os.environ.get("BROKER_BIN")
     if env:
-        return Path(env)
+        path = Path(env)
+        # A relative path may be relative to here or to the repository root.
+        if not path.is_absolute() and not path.exists() and (REPO / path).exists():
+            path = REPO / path
+        return path
     path = REPO / "bin" / "broker"
     if not path.exists():
         subprocess.run(["go", "build", "-o", str(path), "./cmd/broker"], cwd=REPO, check=True)

@@ -18,7 +18,11 @@ export const TWO_TENANTS = path.join(REPO, "testdata", "config", "two-tenants.ya
 
 export function brokerBin(): string {
   const env = process.env["BROKER_BIN"];
-  if (env) return env;
+  if (env) {
+    // A relative path may be relative to here or to the repository root.
+    if (!path.isAbsolute(env) && !existsSync(env) && existsSync(path.join(REPO, env))) return path.join(REPO, env);
+    return env;
+  }
   const bin = path.join(REPO, "bin", "broker");
   if (!existsSync(bin)) {
     execFileSync("go", ["build", "-o", bin, "./cmd/broker"], { cwd: REPO, stdio: "inherit" });
