@@ -5,18 +5,26 @@ from __future__ import annotations
 import socket
 import time
 from datetime import datetime
+from typing import Any
 
+import google.rpc.error_details_pb2 as error_details_pb2
+import google.rpc.status_pb2 as status_pb2
 import grpc
 import pytest
+from google.protobuf.message import Message
 
 from retrybroker import (
+    AuthenticationError,
     BrokerClient,
     BrokerError,
     DeadlineExceededError,
     InvalidArgumentError,
+    PermissionDeniedError,
+    RateLimitedError,
     UnavailableError,
     UnknownPolicyError,
 )
+from retrybroker._errors import error_from_rpc
 
 from .conftest import free_port
 
@@ -91,3 +99,51 @@ def test_client_side_argument_checks(client: BrokerClient) -> None:
         client.classify(status=503, now=datetime(2026, 12, 1, 12, 0, 0))
     with pytest.raises(ValueError, match="unknown transport error"):
         client.classify(transport_error="gremlins")
+
+
+class _FakeRpcError(grpc.RpcError):
+    """A failed call as grpc raises it, with rich status details in the trailers."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, *details: Message) -> None:
+        st = status_pb2.Status(code=code.value[0], message=message)
+        for d in details:
+            st.details.add().Pack(d)
+        self._code, self._message = code, message
+        self._trailers = (("grpc-status-details-bin", st.SerializeToString()),)
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._message
+
+    def trailing_metadata(self) -> Any:  # grpc-stubs types this oddly
+        return self._trailers
+
+
+def test_resource_exhausted_carries_the_retry_delay() -> None:
+    info = error_details_pb2.RetryInfo()
+    info.retry_delay.FromMilliseconds(2500)
+    err = error_from_rpc(_FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "pacing", info))
+    assert isinstance(err, RateLimitedError)
+    assert err.retry_delay == 2.5
+    assert err.message == "pacing"
+
+
+@pytest.mark.parametrize(
+    ("code", "cls"),
+    [
+        (grpc.StatusCode.UNAUTHENTICATED, AuthenticationError),
+        (grpc.StatusCode.PERMISSION_DENIED, PermissionDeniedError),
+        (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgumentError),
+        (grpc.StatusCode.FAILED_PRECONDITION, UnknownPolicyError),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, RateLimitedError),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, DeadlineExceededError),
+        (grpc.StatusCode.UNAVAILABLE, UnavailableError),
+        (grpc.StatusCode.INTERNAL, BrokerError),
+    ],
+)
+def test_status_codes_map_to_exceptions(code: grpc.StatusCode, cls: type[BrokerError]) -> None:
+    err = error_from_rpc(_FakeRpcError(code, "m"))
+    assert type(err) is cls
+    assert err.code is code and err.code_name == code.name

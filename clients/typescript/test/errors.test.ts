@@ -3,12 +3,19 @@ import assert from "node:assert/strict";
 import * as net from "node:net";
 import { performance } from "node:perf_hooks";
 import { after, before, describe, it } from "node:test";
+import { ConnectError } from "@connectrpc/connect";
+import { brokerErrorFrom } from "../src/errors.js";
+import { RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import {
+  AuthenticationError,
   BrokerClient,
   BrokerError,
+  CanceledError,
   Code,
   DeadlineExceededError,
   InvalidArgumentError,
+  PermissionDeniedError,
+  RateLimitedError,
   UnavailableError,
   UnknownPolicyError,
 } from "../src/index.js";
@@ -92,4 +99,36 @@ describe("errors", () => {
     await assert.rejects(client.classify({ transportError: "gremlins" as never }), RangeError);
     await assert.rejects(client.classify({ status: 503, now: new Date("not a date") }), RangeError);
   });
+});
+
+describe("error mapping", () => {
+  it("RESOURCE_EXHAUSTED carries the RetryInfo delay", () => {
+    const cause = new ConnectError("pacing", Code.ResourceExhausted, undefined, [
+      { desc: RetryInfoSchema, value: { retryDelay: { seconds: 2n, nanos: 500_000_000 } } },
+    ]);
+    const err = brokerErrorFrom(cause);
+    assert.ok(err instanceof RateLimitedError);
+    assert.equal(err.retryDelayMs, 2500);
+    assert.equal(err.message, "pacing");
+    assert.equal(err.cause, cause);
+  });
+
+  const cases: [Code, new (...args: never[]) => BrokerError][] = [
+    [Code.Unauthenticated, AuthenticationError],
+    [Code.PermissionDenied, PermissionDeniedError],
+    [Code.InvalidArgument, InvalidArgumentError],
+    [Code.FailedPrecondition, UnknownPolicyError],
+    [Code.ResourceExhausted, RateLimitedError],
+    [Code.DeadlineExceeded, DeadlineExceededError],
+    [Code.Unavailable, UnavailableError],
+    [Code.Canceled, CanceledError],
+    [Code.Internal, BrokerError],
+  ];
+  for (const [code, cls] of cases) {
+    it(`${Code[code]} -> ${cls.name}`, () => {
+      const err = brokerErrorFrom(new ConnectError("m", code));
+      assert.equal(err.constructor, cls);
+      assert.equal(err.code, code);
+    });
+  }
 });
