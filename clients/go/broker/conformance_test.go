@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -41,8 +42,7 @@ func goErrorFor(t *testing.T, kind string) error {
 	case broker.KindCanceled:
 		return context.Canceled
 	case broker.KindInvalidURL:
-		_, err := url.Parse("::not a url")
-		return err
+		return &url.Error{Op: "parse", URL: "::", Err: errors.New("missing protocol scheme")}
 	}
 	t.Fatalf("no Go error for transport_error %q", kind)
 	return nil
