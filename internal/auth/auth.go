@@ -102,7 +102,8 @@ func WithOnFailure(fn func(ctx context.Context, err error)) Option {
 //     (a verified chain exists). Its URI SANs, its subject string and
 //     "CN=<common name>" are looked up among the mtls_identities. A
 //     verified certificate that maps to no tenant, with no key, gives
-//     UNAUTHENTICATED MsgUnmappedCert; identities naming two tenants give
+//     UNAUTHENTICATED MsgUnmappedCert followed by the certificate's
+//     identities in parentheses; identities naming two tenants give
 //     PERMISSION_DENIED MsgAmbiguousCert.
 //   - A key and a certificate naming different tenants give
 //     PERMISSION_DENIED MsgKeyCertMismatch.
@@ -146,7 +147,7 @@ func authenticate(ctx context.Context, d *config.Directory) (context.Context, er
 	case certTenant != nil:
 		t, id = certTenant, Identity{Method: MethodMTLS, Certificate: certID}
 	case certID != "":
-		return ctx, status.Error(codes.Unauthenticated, MsgUnmappedCert)
+		return ctx, status.Error(codes.Unauthenticated, MsgUnmappedCert+" (certificate identities: "+certID+")")
 	default:
 		return ctx, status.Error(codes.Unauthenticated, MsgMissingCredentials)
 	}
@@ -181,8 +182,9 @@ func fromAPIKey(ctx context.Context, d *config.Directory) (t *tenant.Tenant, has
 }
 
 // fromCertificate maps the verified client certificate, if any, to a
-// tenant. certID is the identity that matched, or, when none did, the
-// certificate's subject (non-empty whenever a verified certificate exists).
+// tenant. certID is the identity that matched or, when none did, a list of
+// the certificate's identities; it is non-empty whenever a verified
+// certificate exists.
 func fromCertificate(ctx context.Context, d *config.Directory) (t *tenant.Tenant, certID string, err error) {
 	cert := verifiedClientCert(ctx)
 	if cert == nil {
@@ -201,12 +203,22 @@ func fromCertificate(ctx context.Context, d *config.Directory) (t *tenant.Tenant
 		}
 	}
 	if t == nil {
-		certID = cert.Subject.String()
-		if certID == "" {
-			certID = "(no subject)"
-		}
+		certID = describeIdentities(CertificateIdentities(cert))
 	}
 	return t, certID, nil
+}
+
+// describeIdentities lists a certificate's identities for the caller (it
+// is the caller's own certificate), bounded in length.
+func describeIdentities(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	s := strings.Join(ids, ", ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
 }
 
 // CertificateIdentities returns the identities a client certificate may be

@@ -318,3 +318,33 @@ func TestDigest(t *testing.T) {
 		t.Error("digest mismatch")
 	}
 }
+
+// TestDocsExample keeps the example in docs/policy.md identical to the
+// committed example file (without its header comments).
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Example\n")
+	if !ok {
+		t.Fatal("no Example section")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in the Example section")
+	}
+	file, err := os.ReadFile(exampleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(file)
+	for strings.HasPrefix(body, "#") {
+		_, body, _ = strings.Cut(body, "\n")
+	}
+	body = strings.TrimLeft(body, "\n")
+	if block != body {
+		t.Errorf("docs/policy.md example differs from %s", exampleFile)
+	}
+}
