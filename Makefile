@@ -13,7 +13,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all tools deps redis run build generate check-generate lint fmt test test-go fuzz bench clean
+.PHONY: all tools deps redis run build generate check-generate lint fmt test test-go test-clients fuzz bench clean
 
 all: build
 
@@ -44,10 +44,12 @@ build:
 run:
 	$(GO) run ./cmd/broker --listen $(LISTEN) --reflection $(ARGS)
 
-## generate: regenerate gen/ (Go) from proto/ with the pinned local plugins
+## generate: regenerate gen/ (Go) and the Python and TypeScript stubs from proto/ with pinned local plugins
 generate: tools
 	$(BIN)/buf format -w
 	$(BIN)/buf generate
+	$(MAKE) -C clients/python generate
+	$(MAKE) -C clients/typescript generate
 
 ## check-generate: fail when `make generate` changes any committed file
 check-generate: generate
@@ -65,12 +67,19 @@ lint: tools
 	$(BIN)/staticcheck ./...
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code
+	$(MAKE) -C clients/python lint
+	$(MAKE) -C clients/typescript lint
 
 ## test: install what the tests need, then run every suite
-test: deps test-go
+test: deps test-go test-clients
 
 test-go:
 	$(GO) test $(GO_TEST_FLAGS) ./...
+
+## test-clients: the Python and TypeScript clients against a real broker process
+test-clients: build
+	$(MAKE) -C clients/python test BROKER_BIN=$(BIN)/broker
+	$(MAKE) -C clients/typescript test BROKER_BIN=$(BIN)/broker
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s)
 fuzz:

@@ -22,13 +22,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
+	"github.com/retrybroker/retrybroker/internal/store/redisstore"
 	"github.com/retrybroker/retrybroker/internal/telemetry"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -48,6 +53,7 @@ type options struct {
 	logLevel          string
 	logFormat         string
 	metricsListen     string
+	redisURL          string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -58,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.reflection, "reflection", false, "register the gRPC server reflection service (for grpcurl)")
 	fs.StringVar(&o.allowDestinations, "allow-destinations", "", "comma-separated CIDRs the dev tenant may call even though they are special-purpose (e.g. 127.0.0.1/32)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest graceful stop on SIGTERM before in-flight calls are cut")
+	fs.StringVar(&o.redisURL, "redis", os.Getenv("BROKER_REDIS_URL"), "Redis URL for state shared by several replicas (redis://host:port/db); default $BROKER_REDIS_URL, empty = memory store")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -141,7 +148,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	}
 
 	mets := metrics.New()
-	st := memstore.New()
+	st, storeMode, err := openStore(ctx, o.redisURL, logger)
+	if err != nil {
+		return err
+	}
 	defer st.Close()
 	transport := egress.NewTransport(egress.ClientConfig{})
 	defer transport.CloseIdleConnections()
@@ -154,6 +164,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	exec := &server.Executor{Runner: runner, Transport: transport, GuardOptions: selfGuard}
 	svc := server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))
 	gs, hs := server.NewGRPCServer(svc, server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection})
+	watchStoreHealth(st, hs, mets, logger)
 
 	if o.metricsListen != "" {
 		stopMetrics, err := serveMetrics(o.metricsListen, mets.Handler(), logger)
@@ -162,7 +173,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		}
 		defer stopMetrics()
 	}
-	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", "dev (single default tenant, memory store, no key, loopback only)", "reflection", o.reflection, "allow_destinations", allow)
+	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", "dev (single default tenant, no key, loopback only)", "store", storeMode, "reflection", o.reflection, "allow_destinations", allow)
 	if ready != nil {
 		ready <- lis.Addr()
 	}
@@ -189,6 +200,54 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	}
 	<-errc
 	return nil
+}
+
+// StoreHealthService is the health service name that reports whether the
+// shared store is reachable: NOT_SERVING while the broker runs degraded on
+// local state.
+const StoreHealthService = "retrybroker.v1.SharedState"
+
+// openStore returns the memory store, or with a Redis URL a Redis store
+// that falls back to local state during outages. A Redis that is down at
+// start does not stop the broker.
+func openStore(ctx context.Context, redisURL string, logger *slog.Logger) (store.Store, string, error) {
+	if redisURL == "" {
+		return memstore.New(), "memory", nil
+	}
+	redis.SetLogger(redisLogger{logger})
+	rs, err := redisstore.New(ctx, redisURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("--redis: %w", err)
+	}
+	return store.NewFallback(rs, memstore.New()), "redis " + redisstore.Redact(redisURL), nil
+}
+
+// watchStoreHealth mirrors the Fallback's state into the health service and
+// the degraded gauge.
+func watchStoreHealth(st store.Store, hs *health.Server, mets *metrics.Metrics, logger *slog.Logger) {
+	hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
+	fb, ok := st.(*store.Fallback)
+	if !ok {
+		return
+	}
+	fb.OnStateChange(func(degraded bool) {
+		mets.SetStoreDegraded(degraded)
+		if degraded {
+			logger.Warn("shared store unreachable: serving on local state until it recovers")
+			hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+			return
+		}
+		logger.Info("shared store recovered")
+		hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
+	})
+}
+
+// redisLogger routes go-redis's internal log lines to slog at debug level
+// (outages are reported once, as state changes, at warn level).
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "redis")
 }
 
 // selfGuardOptions makes every destination guard refuse the broker's own

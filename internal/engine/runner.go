@@ -124,8 +124,11 @@ type Call struct {
 	// GateByCredential adds a fingerprint of the Authorization header to
 	// the gate key.
 	GateByCredential bool
-	Budget           store.BudgetConfig
-	Pace             store.PaceConfig
+	// FailClosed makes a store outage fail the call (*StoreError) instead of
+	// serving on local state.
+	FailClosed bool
+	Budget     store.BudgetConfig
+	Pace       store.PaceConfig
 	// MaxResponseBody bounds the returned body; 0 means the policy's.
 	MaxResponseBody int64
 }
@@ -313,7 +316,7 @@ func (r *Runner) admit(ctx context.Context, c *Call, gate store.GateKey, n int, 
 	var waited time.Duration
 	for {
 		now := r.Clock.Now()
-		sctx, cancel := r.storeCtx(ctx)
+		sctx, cancel := r.storeCtx(ctx, c)
 		adm, err := r.Store.Admit(sctx, store.AdmitRequest{
 			Gate: gate, PaceHost: c.URL.Host, Pace: c.Pace, PaceMaxWait: deadline.Sub(now),
 			FirstAttempt: n == 1, Budget: c.Budget, Now: now,
@@ -372,7 +375,10 @@ func (r *Runner) wait(ctx context.Context, cause string, d time.Duration) error 
 	return r.Clock.Sleep(ctx, d)
 }
 
-func (r *Runner) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (r *Runner) storeCtx(ctx context.Context, c *Call) (context.Context, context.CancelFunc) {
+	if c.FailClosed {
+		ctx = store.WithFailClosedContext(ctx)
+	}
 	return context.WithTimeout(ctx, r.StoreTimeout)
 }
 
@@ -382,7 +388,7 @@ func (r *Runner) complete(ctx context.Context, c *Call, gate store.GateKey, t st
 	if r.Store == nil {
 		return true, nil
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.StoreTimeout)
+	sctx, cancel := r.storeCtx(context.WithoutCancel(ctx), c)
 	defer cancel()
 	out, err := r.Store.Complete(sctx, store.CompleteRequest{
 		Gate: gate, Ticket: t, Obs: obs, SpendRetry: spend, Budget: c.Budget, Now: r.Clock.Now(),

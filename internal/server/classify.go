@@ -186,6 +186,9 @@ func (s *Service) shareGate(ctx context.Context, t *tenant.Tenant, pol *tenant.P
 	if in.Response != nil {
 		obs = engine.Observation(in.Response.Status, in.Reader.Read(in.Response), in.Now)
 	}
+	if pol.FailClosed {
+		ctx = store.WithFailClosedContext(ctx)
+	}
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	until, err := s.exec.Runner.Store.Observe(sctx, key, obs, in.Now)

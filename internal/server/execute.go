@@ -124,7 +124,7 @@ func (s *Service) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.
 		Policy: pol, Provider: provider, Reader: pol.ReaderFor(provider),
 		Method: method, URL: u, Header: toHTTPHeader(req.GetRequest().GetHeaders()), Body: req.GetRequest().GetBody(),
 		RedactedURL: egress.RedactURL(u), Client: pe.client, Classify: egress.Classify,
-		Tenant: t.ID, GateByCredential: tp.GateByCredential, Budget: tp.Budget, Pace: tp.Pace,
+		Tenant: t.ID, GateByCredential: tp.GateByCredential, FailClosed: tp.FailClosed, Budget: tp.Budget, Pace: tp.Pace,
 	}
 	if o := req.GetOverrides(); o != nil && o.MaxResponseBody != nil {
 		call.MaxResponseBody = int64(*o.MaxResponseBody)

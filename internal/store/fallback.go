@@ -160,7 +160,7 @@ func (f *Fallback) Admit(ctx context.Context, req AdmitRequest) (Admission, erro
 			return Admission{}, fmt.Errorf("store: admit: %w", err)
 		}
 	}
-	if f.opts.failClosed {
+	if f.opts.failClosed || failClosedFrom(ctx) {
 		return Admission{}, f.unavailable("admit", cause)
 	}
 	a, err := f.local.Admit(ctx, req)
@@ -198,7 +198,7 @@ func (f *Fallback) Complete(ctx context.Context, req CompleteRequest) (CompleteR
 			return CompleteResult{}, fmt.Errorf("store: complete: %w", err)
 		}
 	}
-	if f.opts.failClosed {
+	if f.opts.failClosed || failClosedFrom(ctx) {
 		return CompleteResult{}, f.unavailable("complete", cause)
 	}
 	req.Ticket = Ticket{} // registered on the primary: it ages out there
@@ -224,7 +224,7 @@ func (f *Fallback) Observe(ctx context.Context, gate GateKey, obs Observation, n
 			return time.Time{}, fmt.Errorf("store: observe: %w", err)
 		}
 	}
-	if f.opts.failClosed {
+	if f.opts.failClosed || failClosedFrom(ctx) {
 		return time.Time{}, f.unavailable("observe", cause)
 	}
 	until, err := f.local.Observe(ctx, gate, obs, now)
@@ -249,7 +249,7 @@ func (f *Fallback) GateState(ctx context.Context, gate GateKey, now time.Time) (
 			return time.Time{}, fmt.Errorf("store: gate state: %w", err)
 		}
 	}
-	if f.opts.failClosed {
+	if f.opts.failClosed || failClosedFrom(ctx) {
 		return time.Time{}, f.unavailable("gate state", cause)
 	}
 	until, err := f.local.GateState(ctx, gate, now)
@@ -383,4 +383,19 @@ func (f *Fallback) ping() error {
 	}
 	_, err := f.primary.GateState(ctx, GateKey{Tenant: "\x00probe"}, time.Now())
 	return err
+}
+
+type failClosedKey struct{}
+
+// WithFailClosedContext marks one call as fail-closed: while the primary
+// is unreachable, a Fallback answers it with an error wrapping
+// [ErrUnavailable] instead of serving from local state. Policies choose
+// this per call; [WithFailClosed] chooses it for every call.
+func WithFailClosedContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failClosedKey{}, true)
+}
+
+func failClosedFrom(ctx context.Context) bool {
+	v, _ := ctx.Value(failClosedKey{}).(bool)
+	return v
 }

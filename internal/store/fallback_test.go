@@ -311,6 +311,26 @@ func TestFallbackFailClosed(t *testing.T) {
 // TestFallbackBoundsHangingPrimary checks that a primary that never answers
 // costs a caller with no deadline at most the primary timeout, and that
 // degraded calls no longer wait for it.
+// TestFallbackFailClosedPerCall: one call marked fail-closed gets an error
+// while another, unmarked, is served from local state by the same Fallback.
+func TestFallbackFailClosedPerCall(t *testing.T) {
+	p := newSwitchable()
+	f := store.NewFallback(p, memstore.New(), store.WithProbeBackoff(time.Millisecond, 5*time.Millisecond))
+	t.Cleanup(func() { _ = f.Close() })
+	p.down.Store(true)
+	closedCtx := store.WithFailClosedContext(context.Background())
+	if _, err := f.Admit(closedCtx, store.AdmitRequest{Gate: gate, Now: t0}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("fail-closed call: error = %v, want ErrUnavailable", err)
+	}
+	a, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, Now: t0})
+	if err != nil || !a.Admitted() {
+		t.Fatalf("fail-open call: %v admitted=%v, want served locally", err, a.Admitted())
+	}
+	if _, err := f.Observe(closedCtx, gate, store.Observation{}, t0); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("fail-closed Observe error = %v, want ErrUnavailable", err)
+	}
+}
+
 func TestFallbackBoundsHangingPrimary(t *testing.T) {
 	const bound = 50 * time.Millisecond
 	var calls atomic.Int64
