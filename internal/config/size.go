@@ -13,8 +13,12 @@ var byteUnits = []struct {
 	mult int64
 }{
 	{"B", 1},
-	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1000},
+	{"MB", 1000 * 1000},
+	{"GB", 1000 * 1000 * 1000},
+	{"KiB", 1 << 10},
+	{"MiB", 1 << 20},
+	{"GiB", 1 << 30},
 }
 
 // ParseByteSize parses a size in bytes: ASCII digits, then optionally
