@@ -13,8 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/retrybroker/retrybroker/clients/go/broker"
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
@@ -101,7 +103,10 @@ func Start(opts ...Option) (*Broker, error) {
 		Transport: b.upstream,
 	}
 	svc := server.New(server.WithDefaultTenant(ten), server.WithExecutor(exec), server.WithClock(fc))
-	b.gs, _ = server.NewGRPCServer(svc, server.GRPCConfig{Logger: slog.New(slog.DiscardHandler)})
+	b.gs, _ = server.NewGRPCServer(svc, server.GRPCConfig{
+		Logger:       slog.New(slog.DiscardHandler),
+		ExtraOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(fakeDeadlines(fc))},
+	})
 	go func() {
 		defer close(b.served)
 		_ = b.gs.Serve(b.lis)
@@ -181,12 +186,38 @@ func (b *Broker) Upstream() *Upstream { return b.upstream }
 // Clock returns the broker's fake clock.
 func (b *Broker) Clock() *Clock { return b.clock }
 
+// fakeDeadlines moves deadlines onto the fake clock, keeping the time
+// left: the gRPC deadline of every call (a real time) and the deadline of a
+// ClassifyResponse request that gives no clock of its own. A call with 1.5s
+// left is then told that a 5s hint is too long, however far the fake clock
+// has run ahead of (or behind) the real one. Cancellation stays real.
+func fakeDeadlines(fc *engine.FakeClock) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		now := time.Now()
+		if dl, ok := ctx.Deadline(); ok {
+			ctx = fakeDeadlineCtx{Context: ctx, deadline: fc.Now().Add(dl.Sub(now))}
+		}
+		if cr, ok := req.(*rbv1.ClassifyResponseRequest); ok && cr.GetDeadline() != nil && cr.GetNow() == nil {
+			cr.Deadline = timestamppb.New(fc.Now().Add(cr.GetDeadline().AsTime().Sub(now)))
+		}
+		return h(ctx, req)
+	}
+}
+
+// fakeDeadlineCtx reports a deadline on the fake clock; Done and Err stay
+// those of the real context.
+type fakeDeadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c fakeDeadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // Clock is the broker's fake clock. The broker's waits (backoff, hints,
-// cooldown gates) advance it at once instead of waiting. It starts at the
-// real time when the broker starts, so that gRPC deadlines, which are real
-// times, keep their meaning: a call with a 1.5s deadline is told that a 5s
-// hint is too long. It also serves as a broker.Sleeper, so that
-// broker.Retry in a test waits on it too.
+// cooldown gates) advance it at once instead of waiting. Deadlines are
+// moved onto it, keeping the time left, so that a call with a 1.5s
+// deadline is told that a 5s hint is too long. It also serves as a
+// broker.Sleeper, so that broker.Retry in a test waits on it too.
 type Clock struct{ fc *engine.FakeClock }
 
 // Now returns the fake time.

@@ -281,3 +281,37 @@ func TestClockIsASleeper(t *testing.T) {
 		t.Fatalf("sleeps %v", got)
 	}
 }
+
+// TestDeadlinesFollowTheFakeClock: after the fake clock has run far ahead
+// of the real one, a deadline still means "time left".
+func TestDeadlinesFollowTheFakeClock(t *testing.T) {
+	b := brokertest.New(t)
+	b.Clock().Advance(time.Hour)
+	b.Script("short.test/", brokertest.Status(503, "Retry-After: 1"), brokertest.Status(200))
+	b.Reply("long.test/", 503, "Retry-After: 5")
+	c := b.Client()
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequest(http.MethodGet, "http://short.test/", nil)
+	resp, res, err := c.Execute(ctx, req)
+	if err != nil || resp.StatusCode != 200 || len(res.Attempts) != 2 {
+		t.Fatalf("1s hint within 1.5s: err %v, result %+v", err, res)
+	}
+	req, _ = http.NewRequest(http.MethodGet, "http://long.test/", nil)
+	_, res, err = c.Execute(ctx, req)
+	if err != nil || res.Outcome != broker.OutcomeDeadlineTooShort {
+		t.Fatalf("5s hint within 1.5s: err %v, result %+v", err, res)
+	}
+	// The same for Retry, which sends its context's deadline to ClassifyResponse.
+	n := 0
+	resp, err = broker.Retry(ctx, c, func(context.Context, int) (*http.Response, error) {
+		n++
+		if n == 1 {
+			return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody}, nil
+		}
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}, broker.WithSleeper(b.Clock()))
+	if err != nil || resp.StatusCode != 200 || n != 2 {
+		t.Fatalf("Retry: resp %v, err %v, %d calls", resp, err, n)
+	}
+}

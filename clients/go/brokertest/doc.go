@@ -28,6 +28,10 @@
 //		// request arrived 2s (fake) after the first.
 //	}
 //
+// Deadlines are moved onto the fake clock, keeping the time left: a call
+// with 1.5s left is told that a 5s hint is too long, however far the fake
+// clock has advanced. Cancellation stays real.
+//
 // The test tenant needs no API key. Its default policy is the broker's
 // standard policy; PolicyOptions change it, and WithNamedPolicy adds
 // others. Pass b.Clock() to broker.WithSleeper so that broker.Retry waits
