@@ -22,7 +22,8 @@ import (
 )
 
 // The real-broker tests run the broker command as a separate process: the
-// binary in $BROKER_BIN, or one built from ./cmd/broker into a temporary
+// binary in $BROKER_BIN (absolute, or relative to the repository root), or
+// one built from ./cmd/broker into a temporary
 // directory on first use. Every process listens on a free 127.0.0.1 port
 // and is killed when its test (or, for the shared one, the package) ends.
 
@@ -59,6 +60,14 @@ func brokerBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		if p := os.Getenv("BROKER_BIN"); p != "" {
+			if !filepath.IsAbs(p) { // relative to the repository root, like the other clients
+				vp, err := vectors.Path()
+				if err != nil {
+					binErr = err
+					return
+				}
+				p = filepath.Join(filepath.Dir(filepath.Dir(vp)), p)
+			}
 			binPath = p
 			return
 		}
