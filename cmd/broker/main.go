@@ -1,6 +1,8 @@
 // Command broker runs the retry broker gRPC service.
 //
 //	broker [--listen 127.0.0.1:50051] [--reflection] [--allow-destinations CIDR,...]
+//	broker --config broker.yaml [--redis redis://...] [--tls-cert F --tls-key F [--tls-client-ca F]]
+//	broker config check FILE
 //
 // With no configuration it runs the embedded default: a single dev tenant,
 // the memory store, and a loopback-only listener that needs no key.
@@ -24,9 +26,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/retrybroker/retrybroker/internal/auth"
+	"github.com/retrybroker/retrybroker/internal/config"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/metrics"
@@ -54,6 +59,11 @@ type options struct {
 	logFormat         string
 	metricsListen     string
 	redisURL          string
+	configFile        string
+	tlsCert           string
+	tlsKey            string
+	tlsClientCA       string
+	requireClientCert bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -64,6 +74,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.reflection, "reflection", false, "register the gRPC server reflection service (for grpcurl)")
 	fs.StringVar(&o.allowDestinations, "allow-destinations", "", "comma-separated CIDRs the dev tenant may call even though they are special-purpose (e.g. 127.0.0.1/32)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest graceful stop on SIGTERM before in-flight calls are cut")
+	fs.StringVar(&o.configFile, "config", "", "YAML file with tenants, API key hashes and policies (see docs/policy.md); reloaded on SIGHUP and on change")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM) for TLS")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM) for TLS")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for verifying client certificates (mTLS identities)")
+	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	fs.StringVar(&o.redisURL, "redis", os.Getenv("BROKER_REDIS_URL"), "Redis URL for state shared by several replicas (redis://host:port/db); default $BROKER_REDIS_URL, empty = memory store")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -95,6 +110,9 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 // run serves until ctx ends, then shuts down gracefully. ready, when not
 // nil, receives the bound address once the listener is open.
 func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.Addr) int {
+	if len(args) > 0 && args[0] == "config" {
+		return configCommand(args[1:], stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -120,12 +138,42 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	if err := requireLoopback(o.listen); err != nil {
-		return err
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
 	}
-	dev, err := tenant.Dev(allow)
-	if err != nil {
-		return fmt.Errorf("dev tenant: %w", err)
+	if o.tlsClientCA != "" && o.tlsCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	var (
+		holder *config.Holder
+		dev    *tenant.Tenant
+		mode   string
+	)
+	mets := metrics.New()
+	if o.configFile != "" {
+		if len(allow) > 0 {
+			return errors.New("--allow-destinations applies to the dev tenant only; with --config use each policy's allow_destinations")
+		}
+		holder, err = config.NewHolder(o.configFile, mets.Registerer(), config.WithLogger(logger))
+		if err != nil {
+			return err
+		}
+		d := holder.Directory()
+		mode = fmt.Sprintf("configured (%d tenants from %s)", d.Len(), o.configFile)
+	} else {
+		if err := requireLoopback(o.listen); err != nil {
+			return err
+		}
+		if dev, err = tenant.Dev(allow); err != nil {
+			return fmt.Errorf("dev tenant: %w", err)
+		}
+		mode = "dev (single default tenant, no key, loopback only)"
+	}
+	var creds credentials.TransportCredentials
+	if o.tlsCert != "" {
+		if creds, err = auth.ServerTLS(o.tlsCert, o.tlsKey, o.tlsClientCA, o.requireClientCert); err != nil {
+			return err
+		}
 	}
 	tp, shutdownTracing, err := telemetry.Setup(ctx, nil)
 	if err != nil {
@@ -147,7 +195,6 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		return err
 	}
 
-	mets := metrics.New()
 	st, storeMode, err := openStore(ctx, o.redisURL, logger)
 	if err != nil {
 		return err
@@ -162,8 +209,18 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		Observer:   mets,
 	}
 	exec := &server.Executor{Runner: runner, Transport: transport, GuardOptions: selfGuard}
-	svc := server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))
-	gs, hs := server.NewGRPCServer(svc, server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection})
+	svcOpts := []server.Option{server.WithExecutor(exec), server.WithPolicyResolver(auth.ResolvePolicy)}
+	grpcCfg := server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection, Creds: creds}
+	if holder != nil {
+		grpcCfg.Auth = auth.New(holder.Directory)
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go holder.Watch(wctx)
+	} else {
+		svcOpts = append(svcOpts, server.WithDefaultTenant(dev))
+	}
+	svc := server.New(svcOpts...)
+	gs, hs := server.NewGRPCServer(svc, grpcCfg)
 	watchStoreHealth(st, hs, mets, logger)
 
 	if o.metricsListen != "" {
@@ -173,7 +230,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		}
 		defer stopMetrics()
 	}
-	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", "dev (single default tenant, no key, loopback only)", "store", storeMode, "reflection", o.reflection, "allow_destinations", allow)
+	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", mode, "store", storeMode, "tls", creds != nil, "reflection", o.reflection, "allow_destinations", allow)
 	if ready != nil {
 		ready <- lis.Addr()
 	}
@@ -200,6 +257,21 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	}
 	<-errc
 	return nil
+}
+
+// configCommand runs `broker config check FILE`.
+func configCommand(args []string, stderr io.Writer) int {
+	if len(args) != 2 || args[0] != "check" {
+		fmt.Fprintln(stderr, "usage: broker config check FILE")
+		return 2
+	}
+	if err := config.Check(args[1], os.Stdout); err != nil {
+		if !errors.Is(err, config.ErrInvalid) {
+			fmt.Fprintln(stderr, "broker:", err)
+		}
+		return 1
+	}
+	return 0
 }
 
 // StoreHealthService is the health service name that reports whether the

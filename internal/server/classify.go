@@ -26,9 +26,9 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	if err := validateClassify(req, &u); err != nil {
 		return nil, err
 	}
-	pol, ok := t.Policy(req.GetPolicy())
-	if !ok {
-		return nil, unknownPolicy(req.GetPolicy())
+	pol, err := s.resolve(t, req.GetPolicy())
+	if err != nil {
+		return nil, err
 	}
 	now := s.clock.Now()
 	if req.GetNow() != nil {

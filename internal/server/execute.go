@@ -52,6 +52,14 @@ type policyEgress struct {
 // WithExecutor enables Execute.
 func WithExecutor(e *Executor) Option { return func(s *Service) { s.exec = e } }
 
+// ForgetPolicies drops the cached guards and clients, for example after a
+// configuration reload replaced every policy.
+func (e *Executor) ForgetPolicies() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.policies)
+}
+
 // egressFor returns the guard and client of a policy, built once.
 func (e *Executor) egressFor(p *tenant.Policy) (*policyEgress, error) {
 	e.mu.Lock()
@@ -103,9 +111,9 @@ func (s *Service) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.
 	if err != nil {
 		return nil, err
 	}
-	tp, ok := t.Policy(req.GetPolicy())
-	if !ok {
-		return nil, unknownPolicy(req.GetPolicy())
+	tp, err := s.resolve(t, req.GetPolicy())
+	if err != nil {
+		return nil, err
 	}
 	pol, err := applyOverrides(tp, req)
 	if err != nil {

@@ -26,6 +26,24 @@ type Service struct {
 	// fallbackTenant serves calls that carry no authenticated tenant (the
 	// embedded default, loopback only). Nil means such calls are refused.
 	fallbackTenant *tenant.Tenant
+	resolve        PolicyResolver
+}
+
+// PolicyResolver finds the policy a request names within the caller's
+// tenant, answering a precise status (FAILED_PRECONDITION for an unknown
+// name, PERMISSION_DENIED for another tenant's) otherwise.
+type PolicyResolver func(t *tenant.Tenant, name string) (*tenant.Policy, error)
+
+// WithPolicyResolver replaces the default resolver (the tenant's own
+// policies by name).
+func WithPolicyResolver(r PolicyResolver) Option { return func(s *Service) { s.resolve = r } }
+
+func ownPolicy(t *tenant.Tenant, name string) (*tenant.Policy, error) {
+	p, ok := t.Policy(name)
+	if !ok {
+		return nil, unknownPolicy(name)
+	}
+	return p, nil
 }
 
 // Option configures a Service.
@@ -42,7 +60,7 @@ func WithDefaultTenant(t *tenant.Tenant) Option { return func(s *Service) { s.fa
 
 // New returns a Service.
 func New(opts ...Option) *Service {
-	s := &Service{clock: engine.SystemClock{}, rand: engine.GlobalRand}
+	s := &Service{clock: engine.SystemClock{}, rand: engine.GlobalRand, resolve: ownPolicy}
 	for _, o := range opts {
 		o(s)
 	}
