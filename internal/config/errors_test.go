@@ -144,6 +144,10 @@ func TestLoadErrors(t *testing.T) {
 			"tenants[0].policies.default.allow_ports[0]", "must be between 1 and 65535",
 		},
 		{
+			"bad host pattern", "version: 1\ntenants:\n" + tenantA + "    policies:\n      default:\n        allow_hosts: [\"a b\"] #<\n",
+			"tenants[0].policies.default.allow_hosts[0]", "not a host name",
+		},
+		{
 			"yes is not a boolean", "version: 1\ntenants:\n" + tenantA + "    policies:\n      default:\n        fail_closed: yes #<\n",
 			"tenants[0].policies.default.fail_closed", `want true or false, got the string "yes"`,
 		},

@@ -169,6 +169,7 @@ tenants:
         max_response_body: 512 KiB
         allow_destinations: [10.20.0.0/16, 192.168.1.7, "fd00::/8"]
         allow_ports: [8443, 443, 443]
+        allow_hosts: [api.github.com, "*.Example.com"]
         max_redirects: 3
         gate_by_credential: true
         fail_closed: true
@@ -201,6 +202,7 @@ tenants:
 		{"bodies", p.MaxRequestBody == 1<<20 && p.MaxResponseBody == 512<<10},
 		{"destinations", strings.Join(p.AllowDestinations, ",") == "10.20.0.0/16,192.168.1.7/32,fd00::/8"},
 		{"ports", len(p.AllowPorts) == 2 && p.AllowPorts[0] == 443 && p.AllowPorts[1] == 8443},
+		{"hosts", len(p.AllowHosts) == 2 && p.AllowHosts[0] == "api.github.com" && p.AllowHosts[1] == "*.example.com"},
 		{"redirects", p.MaxRedirects == 3},
 		{"budget disabled", p.Budget == store.BudgetConfig{}},
 		{"pacing", p.Pace == store.PaceConfig{Rate: 0.5, Burst: 1}},

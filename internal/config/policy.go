@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/store"
@@ -34,7 +35,7 @@ var policyKeys = []string{
 	"backoff", "attempt_timeout", "total_timeout", "retry_unsafe_methods",
 	"retry_transport_errors", "idempotency_header", "generate_idempotency_key",
 	"attempt_header", "max_request_body", "max_response_body", "allow_destinations",
-	"allow_ports", "max_redirects", "gate_by_credential", "fail_closed", "budget",
+	"allow_ports", "allow_hosts", "max_redirects", "gate_by_credential", "fail_closed", "budget",
 	"pacing", "host_providers",
 }
 
@@ -199,6 +200,18 @@ func (l *loader) readPolicy(d *draft, n *yaml.Node, path string) {
 			})
 			slices.Sort(out)
 			d.p.AllowPorts = slices.Compact(out)
+		case "allow_hosts":
+			var out []string
+			l.sequence(v, fp, func(i int, item *yaml.Node) {
+				if s, ok := l.str(item, index(fp, i)); ok {
+					if _, err := egress.NewGuard(egress.AllowHosts(s)); err != nil {
+						l.addf(item, index(fp, i), "%s is not a host name or *.suffix pattern", describe(s))
+						return
+					}
+					out = append(out, strings.ToLower(s))
+				}
+			})
+			d.p.AllowHosts = out
 		case "max_redirects":
 			if x, ok := l.integer(v, fp, 0, MaxRedirectsLimit); ok {
 				d.p.MaxRedirects = int(x)

@@ -82,6 +82,9 @@ func (e *Executor) egressFor(p *tenant.Policy) (*policyEgress, error) {
 	if len(p.AllowPorts) > 0 {
 		opts = append(opts, egress.AllowPorts(p.AllowPorts...))
 	}
+	if len(p.AllowHosts) > 0 {
+		opts = append(opts, egress.AllowHosts(p.AllowHosts...))
+	}
 	g, err := egress.NewGuard(opts...)
 	if err != nil {
 		return nil, err

@@ -329,3 +329,20 @@ func TestClassifySharesGatesWithExecute(t *testing.T) {
 		t.Fatalf("classify during a closed gate: %v", cr.GetDecision())
 	}
 }
+
+func TestExecuteAllowHosts(t *testing.T) {
+	f := startExecBroker(t, func(p *tenant.Policy) { p.AllowHosts = []string{"local.example"} })
+	up := newScripted(t, func(int, http.ResponseWriter, *http.Request) {})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(up.URL, "http://"))
+	resp, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://local.example:" + port + "/"}})
+	if err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
+		t.Fatalf("allowed host: %v %v", err, resp.GetOutcome())
+	}
+	_, err = f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("host outside allow_hosts: %v, want PERMISSION_DENIED", err)
+	}
+	if up.n.Load() != 1 {
+		t.Fatalf("upstream saw %d calls, want 1", up.n.Load())
+	}
+}

@@ -32,6 +32,10 @@ type Policy struct {
 	AllowDestinations []string
 	// AllowPorts, when non-empty, are the only ports this policy may reach.
 	AllowPorts []uint16
+	// AllowHosts, when non-empty, are the only host names this policy may
+	// call: exact names or "*.suffix" wildcards. Allowing a name never
+	// allows a special-purpose address it resolves to.
+	AllowHosts []string
 	// MaxRedirects is the number of redirects followed; 0 follows none.
 	MaxRedirects int
 	// GateByCredential keys cooldown gates by a fingerprint of the
