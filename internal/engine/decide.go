@@ -136,16 +136,26 @@ type Input struct {
 }
 
 // Decide applies the policy's rules 1-6 to one attempt's result. It never
-// blocks and never allocates on the common paths. rnd draws the jitter;
-// nil means GlobalRand.
+// blocks and never allocates. rnd draws the jitter; nil means GlobalRand.
 func (p *Policy) Decide(in *Input, rnd Rand) Decision {
+	var d Decision
+	p.decide(in, rnd, &d)
+	return d
+}
+
+// decide fills d in place: Decision and Reading are large enough that
+// copying them through helpers shows in profiles of this hot path.
+func (p *Policy) decide(in *Input, rnd Rand, d *Decision) {
+	d.Action = ActionDoNotRetry
 	attempt := max(in.Attempt, 1)
 	if in.Transport != TransportNone {
-		return p.decideTransport(in, attempt, rnd)
+		p.decideTransport(in, attempt, rnd, d)
+		return
 	}
 	resp := in.Response
 	if resp == nil || resp.Status < 400 {
-		return Decision{Action: ActionDoNotRetry, Reason: ReasonSuccess}
+		d.Reason = ReasonSuccess
+		return
 	}
 	reader := in.Reader
 	if reader == nil {
@@ -157,43 +167,30 @@ func (p *Policy) Decide(in *Input, rnd Rand) Decision {
 	} else {
 		reading = reader.Read(resp)
 	}
-	d := Decision{Action: ActionDoNotRetry}
 	if reading.HasHint {
 		d.Hint, d.HasHint = reading.Hint.Delay, true
 	}
-	if reading.Verdict == providers.VerdictDoNotRetry {
+	switch {
+	case reading.Verdict == providers.VerdictDoNotRetry:
 		d.Reason = ReasonProviderForbidsRetry
-		return d
-	}
-	if !p.statusRetryable(resp.Status, reading, reader) {
+	case !p.statusRetryable(resp.Status, &reading, reader):
 		d.Reason = ReasonStatusNotRetryable
-		return d
-	}
-	if !p.RetryUnsafeMethods && !in.HasIdempotencyKey && !IsSafeMethod(in.Method) {
+	case !p.RetryUnsafeMethods && !in.HasIdempotencyKey && !IsSafeMethod(in.Method):
 		d.Reason = ReasonUnsafeMethod
-		return d
-	}
-	if attempt > p.MaxRetries {
+	case attempt > p.MaxRetries:
 		d.Reason = ReasonAttemptsExhausted
-		return d
+	case reading.HasHint && reading.Hint.Delay > p.MaxDelay:
+		d.Reason = ReasonHintExceedsMaxDelay
+	case reading.HasHint:
+		d.Delay, d.HintSource, d.Reason = reading.Hint.Delay, reading.Hint.Source, ReasonServerHint
+		p.fitDeadline(in, d)
+	default:
+		d.Delay, d.Reason = p.Backoff.Delay(attempt, rnd), ReasonBackoff
+		p.fitDeadline(in, d)
 	}
-	if reading.HasHint {
-		if reading.Hint.Delay > p.MaxDelay {
-			d.Reason = ReasonHintExceedsMaxDelay
-			return d
-		}
-		d.Delay = reading.Hint.Delay
-		d.HintSource = reading.Hint.Source
-		d.Reason = ReasonServerHint
-	} else {
-		d.Delay = p.Backoff.Delay(attempt, rnd)
-		d.Reason = ReasonBackoff
-	}
-	return p.fitDeadline(in, d)
 }
 
-func (p *Policy) decideTransport(in *Input, attempt int, rnd Rand) Decision {
-	d := Decision{Action: ActionDoNotRetry}
+func (p *Policy) decideTransport(in *Input, attempt int, rnd Rand, d *Decision) {
 	switch {
 	case in.Transport == TransportCanceled:
 		d.Reason = ReasonCanceled
@@ -206,31 +203,28 @@ func (p *Policy) decideTransport(in *Input, attempt int, rnd Rand) Decision {
 	case attempt > p.MaxRetries:
 		d.Reason = ReasonAttemptsExhausted
 	default:
-		d.Delay = p.Backoff.Delay(attempt, rnd)
-		d.Reason = ReasonBackoff
-		return p.fitDeadline(in, d)
+		d.Delay, d.Reason = p.Backoff.Delay(attempt, rnd), ReasonBackoff
+		p.fitDeadline(in, d)
 	}
-	return d
 }
 
-// fitDeadline turns a retry whose wait would end after the deadline into a
-// give-up that still reports the hint.
-func (p *Policy) fitDeadline(in *Input, d Decision) Decision {
+// fitDeadline makes d a retry, unless its wait would end at or after the
+// deadline: then it gives up, still reporting the hint.
+func (p *Policy) fitDeadline(in *Input, d *Decision) {
 	d.Action = ActionRetry
 	if in.Deadline.IsZero() {
-		return d
+		return
 	}
 	now := in.Now
 	if now.IsZero() && in.Response != nil {
 		now = in.Response.Now
 	}
 	if !now.Add(d.Delay).Before(in.Deadline) {
-		return Decision{Action: ActionDoNotRetry, Reason: ReasonDeadlineTooShort, Hint: d.Hint, HasHint: d.HasHint}
+		d.Action, d.Reason, d.Delay, d.HintSource = ActionDoNotRetry, ReasonDeadlineTooShort, 0, ""
 	}
-	return d
 }
 
-func (p *Policy) statusRetryable(status int, reading providers.Reading, reader providers.HintReader) bool {
+func (p *Policy) statusRetryable(status int, reading *providers.Reading, reader providers.HintReader) bool {
 	if status == 403 {
 		return reading.HasHint
 	}

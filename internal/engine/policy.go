@@ -256,10 +256,7 @@ func (p *Policy) Validate() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	p.reader = nil
-	if p.Provider != "" {
-		p.reader = p.ReaderFor(p.Provider)
-	}
+	p.reader = p.ReaderFor(p.Provider) // resolved once: Decide is a hot path
 	return nil
 }
 
@@ -284,8 +281,8 @@ func (p *Policy) ReaderFor(name string) providers.HintReader {
 	return providers.Chain(name, chain...)
 }
 
-// Reader returns the policy's own reader (resolved by Validate), or the
-// default retry-after reader when the policy names no provider.
+// Reader returns the policy's own reader, resolved by Validate: the named
+// provider's, or retry-after's when the policy names none.
 func (p *Policy) Reader() providers.HintReader {
 	if p.reader != nil {
 		return p.reader
