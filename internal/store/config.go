@@ -19,6 +19,13 @@ var ErrClosed = errors.New("store closed")
 // in flight after this long.
 const DefaultTicketTTL = 2 * time.Minute
 
+// QuotaWindowTolerance is how far apart two reported quota resets may be and
+// still name the same provider window: providers round their reset times
+// (whole seconds, relative seconds counted from a slightly different
+// instant), so resets within this tolerance of the first one seen for a
+// window belong to that window. See [Observation.HasQuota].
+const QuotaWindowTolerance = time.Second
+
 // DefaultBudgetWindow is the window of a BudgetConfig whose Window is zero.
 const DefaultBudgetWindow = 10 * time.Second
 

@@ -21,13 +21,30 @@
 // d lets a replica reopen a gate, or take a pacing slot, up to d early.
 // Stores keep time at microsecond resolution; finer parts are truncated.
 //
-// # The in-flight rule
+// # Quotas and the in-flight rule
 //
 // Admit registers each admitted attempt as in flight on its gate until
 // Complete (or until its ticket expires, [DefaultTicketTTL], when a broker
-// crashed). When a response reports the provider's remaining quota and that
-// number is at most the count of other attempts still in flight on the gate,
-// the gate closes until the quota resets: those attempts will use up what is
-// left, and a further attempt would surely be refused. This is how the broker
-// keeps to at most one refused call per gate per quota window.
+// crashed). Many providers report their remaining quota and its reset time
+// on every response; the broker keeps the goal of at most one refused call
+// per gate per quota window with two rules:
+//
+//   - When a response reports a remaining count that is at most the number
+//     of other attempts still in flight on the gate, the gate closes until
+//     the quota resets: those attempts will use up what is left, and a
+//     further attempt would surely be refused.
+//   - The store keeps each gate's last known quota (remaining count and
+//     reset), and Admit refuses an attempt, with GateClosedUntil = the
+//     reset, while remaining - (attempts in flight) <= 0. Every attempt in
+//     flight thus counts against the known remaining count, so a burst of
+//     Admits between two responses never goes beyond it. An attempt
+//     completed without a response gives its share back.
+//
+// The known quota follows the responses: a later window (a reset more than
+// [QuotaWindowTolerance] after the known one) replaces it; within the same
+// window the smallest remaining count wins, because responses arrive out of
+// order; a response from an older window changes nothing; a response whose
+// reset already passed clears it. Once its reset passes, the known quota is
+// ignored and calls are admitted freely until the next response reports
+// one. [Observation.HasQuota] gives the details.
 package store

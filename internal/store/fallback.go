@@ -94,9 +94,16 @@ func WithProbeBackoff(minWait, maxWait time.Duration) FallbackOption {
 // backend. Completing a primary ticket while degraded applies the
 // observation and budget locally; the primary's registration then ages out
 // after its ticket TTL. Gate closings the primary reports are mirrored into
-// local state, so gates closed before an outage stay closed during it.
-// State is otherwise not copied in either direction: budgets and pacing
-// restart from local counts during an outage, and from the primary's after.
+// local state, so gates closed before an outage stay closed during it. This
+// includes gates closed because the known quota is used up by the calls in
+// flight: locally such a gate stays closed until the quota's reset, since
+// local state cannot see the primary's calls in flight. The quotas that
+// observations report are mirrored too, so that during an outage local
+// state still admits no more than the last known remaining count (plus the
+// calls that were in flight on the primary when it failed). State is
+// otherwise not copied in either direction: in-flight counts, budgets and
+// pacing restart from local counts during an outage, and from the
+// primary's after.
 type Fallback struct {
 	primary, local Store
 	opts           fallbackOptions
@@ -191,7 +198,7 @@ func (f *Fallback) Complete(ctx context.Context, req CompleteRequest) (CompleteR
 		r, err := f.primary.Complete(pctx, req)
 		cancel()
 		if err == nil {
-			f.mirror(ctx, req.Gate, r.GateClosedUntil, req.Now)
+			f.mirrorObs(ctx, req.Gate, r.GateClosedUntil, req.Obs, req.Now)
 			return r, nil
 		}
 		if cause = f.failed(ctx, err); cause == nil {
@@ -217,7 +224,7 @@ func (f *Fallback) Observe(ctx context.Context, gate GateKey, obs Observation, n
 		until, err := f.primary.Observe(pctx, gate, obs, now)
 		cancel()
 		if err == nil {
-			f.mirror(ctx, gate, until, now)
+			f.mirrorObs(ctx, gate, until, obs, now)
 			return until, nil
 		}
 		if cause = f.failed(ctx, err); cause == nil {
@@ -325,10 +332,18 @@ func (f *Fallback) unavailable(op string, cause error) error {
 
 // mirror copies a closed gate reported by the primary into local state.
 func (f *Fallback) mirror(ctx context.Context, gate GateKey, until, now time.Time) {
-	if until.IsZero() {
+	f.mirrorObs(ctx, gate, until, Observation{}, now)
+}
+
+// mirrorObs copies a closed gate reported by the primary, and the quota
+// obs reports, into local state.
+func (f *Fallback) mirrorObs(ctx context.Context, gate GateKey, until time.Time, obs Observation, now time.Time) {
+	if until.IsZero() && !obs.HasQuota {
 		return
 	}
-	_, _ = f.local.Observe(ctx, gate, Observation{CloseUntil: until}, now)
+	_, _ = f.local.Observe(ctx, gate, Observation{
+		CloseUntil: until, HasQuota: obs.HasQuota, Remaining: obs.Remaining, Reset: obs.Reset,
+	}, now)
 }
 
 // setDegraded changes the state, starts or ends probing, and notifies the

@@ -106,10 +106,32 @@ type Observation struct {
 	// after Now is ignored.
 	CloseUntil time.Time
 	// HasQuota reports that Remaining and Reset are set: the provider's
-	// remaining calls in its window and when the window resets. When
-	// Remaining is at most the number of other calls in flight on the gate,
-	// the gate closes until Reset (if Reset is after Now). A negative
-	// Remaining counts as 0.
+	// remaining calls in its window and when the window resets. A zero
+	// Reset makes the quota ignored; a negative Remaining counts as 0.
+	//
+	// Two things follow from a quota. First, when Remaining is at most the
+	// number of other calls in flight on the gate, the gate closes until
+	// Reset (if Reset is after Now), as with CloseUntil: those calls will
+	// use up what is left.
+	//
+	// Second, the store keeps the gate's last known quota (remaining count
+	// and reset), which [Store.Admit] checks against the calls in flight:
+	//   - A Reset later than the known window's by more than
+	//     [QuotaWindowTolerance] starts a new window: the known quota becomes
+	//     this one.
+	//   - A Reset within QuotaWindowTolerance of the known window's is the
+	//     same window (providers round): the known remaining count becomes
+	//     the smaller of the two, since responses arrive out of order and
+	//     the count only goes down within a window; the known reset becomes
+	//     the later of the two. Window identity stays anchored to the first
+	//     reset seen, so resets that drift forward (rolling windows) start a
+	//     new window at least once per QuotaWindowTolerance.
+	//   - A Reset not after Now (the window already reset) clears the known
+	//     quota, unless it is earlier than the known window's by more than
+	//     QuotaWindowTolerance: such a response comes late from an older
+	//     window and changes nothing, as does any response from an older
+	//     window.
+	//   - Known quota whose reset has passed is ignored (and expires).
 	HasQuota bool
 	// Remaining is the number of calls the provider says are left.
 	Remaining int64
@@ -141,7 +163,8 @@ type CompleteResult struct {
 	// true otherwise (also when SpendRetry was not set). An allowed retry
 	// has been counted against the budget.
 	RetryAllowed bool
-	// GateClosedUntil is the gate's state after the observation (zero = open).
+	// GateClosedUntil is the gate's state after the observation (zero =
+	// open), as GateState would report it.
 	GateClosedUntil time.Time
 }
 
@@ -152,7 +175,20 @@ type CompleteResult struct {
 type Store interface {
 	// Admit checks the gate and pacing for one attempt and, when both allow
 	// it, registers it as in flight. One round trip. The gate is checked
-	// first: a closed gate reserves no pacing slot.
+	// first: a closed gate reserves no pacing slot, counts no request and
+	// registers nothing.
+	//
+	// The gate is closed while its closed-until time (CloseUntil hints and
+	// the in-flight rule of [Observation.HasQuota]) is after Now, and also
+	// while its last known quota, with a reset after Now, is used up by the
+	// calls in flight: remaining - (calls in flight, not counting this one)
+	// <= 0. Admission then answers GateClosedUntil = the later of the two
+	// times. Each call in flight counts against the known remaining count
+	// until it is completed, so a burst of Admits between two responses
+	// never exceeds the last known remaining count. A call completed
+	// without an observation (not sent, transport error) gives its share
+	// back. Once the known reset passes, the quota is ignored (calls are
+	// admitted freely) until a new observation arrives.
 	Admit(ctx context.Context, req AdmitRequest) (Admission, error)
 	// Complete ends an attempt admitted by Admit. One round trip. An
 	// unknown or expired ticket is not an error: the observation and the
@@ -160,9 +196,11 @@ type Store interface {
 	Complete(ctx context.Context, req CompleteRequest) (CompleteResult, error)
 	// Observe records an observation without an admitted attempt (for
 	// ClassifyResponse callers that make their own calls) and returns the
-	// gate's state afterwards. Every in-flight attempt counts as "other".
+	// gate's state afterwards (as GateState reports it). Every in-flight
+	// attempt counts as "other".
 	Observe(ctx context.Context, gate GateKey, obs Observation, now time.Time) (closedUntil time.Time, err error)
-	// GateState returns until when the gate is closed (zero = open).
+	// GateState returns until when the gate is closed (zero = open), by the
+	// same rules as Admit: what Admit's GateClosedUntil would be at now.
 	GateState(ctx context.Context, gate GateKey, now time.Time) (closedUntil time.Time, err error)
 	// Close releases resources. It is idempotent; calls after Close fail
 	// with [ErrClosed].

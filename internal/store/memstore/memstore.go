@@ -46,6 +46,33 @@ type Store struct {
 type gate struct {
 	closedUntil int64            // µs; <= now means open
 	inflight    map[string]int64 // ticket id -> expiry, µs
+	quota       quota            // last known provider quota
+}
+
+// quota is a gate's last known provider quota; see store.Observation.HasQuota.
+type quota struct {
+	remaining int64
+	window    int64 // µs: the first reset seen for the window, its identity
+	reset     int64 // µs: the latest reset seen for the window; <= now means unknown
+}
+
+// known reports whether q holds a quota whose window has not reset at now.
+func (q quota) known(now int64) bool { return q.reset > now }
+
+// apply records one observed quota (remaining, reset in µs) at now.
+func (q *quota) apply(remaining, reset, now int64) {
+	tol := int64(store.QuotaWindowTolerance / time.Microsecond)
+	live := q.known(now)
+	switch {
+	case live && reset < q.window-tol: // a late response from an older window
+	case reset <= now: // the window already reset
+		*q = quota{}
+	case !live || reset > q.window+tol: // a new window
+		*q = quota{remaining: remaining, window: reset, reset: reset}
+	default: // the same window
+		q.remaining = min(q.remaining, remaining)
+		q.reset = max(q.reset, reset)
+	}
 }
 
 type paceKey struct{ tenant, host string }
@@ -91,8 +118,8 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 	s.maybeSweep(now)
 
 	g := s.gates[req.Gate]
-	if g != nil && g.closedUntil > now {
-		return store.Admission{GateClosedUntil: time.UnixMicro(g.closedUntil)}, nil
+	if until := g.until(now); until > 0 {
+		return store.Admission{GateClosedUntil: time.UnixMicro(until)}, nil
 	}
 
 	var adm store.Admission
@@ -172,10 +199,7 @@ func (s *Store) GateState(_ context.Context, key store.GateKey, now time.Time) (
 	if s.closed {
 		return time.Time{}, fmt.Errorf("memstore: gate state: %w", store.ErrClosed)
 	}
-	if g := s.gates[key]; g != nil {
-		return timeOf(g.closedUntil, n), nil
-	}
-	return time.Time{}, nil
+	return timeOf(s.gates[key].until(n), n), nil
 }
 
 // Close marks the store closed; later calls fail with store.ErrClosed.
@@ -203,29 +227,59 @@ func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation,
 			target = until
 		}
 	}
-	if obs.HasQuota && !obs.Reset.IsZero() {
-		if reset := obs.Reset.UnixMicro(); reset > now && reset > target {
-			others := int64(0)
-			if g != nil {
-				for _, exp := range g.inflight {
-					if exp > now {
-						others++
-					}
-				}
-			}
-			if max(obs.Remaining, 0) <= others {
-				target = reset
-			}
+	hasQuota := obs.HasQuota && !obs.Reset.IsZero()
+	remaining, reset := max(obs.Remaining, 0), int64(0)
+	if hasQuota {
+		reset = obs.Reset.UnixMicro()
+		if reset > now && reset > target && remaining <= g.inFlight(now) {
+			target = reset
 		}
+	}
+	if g == nil && (target > cur || hasQuota && reset > now) {
+		g = &gate{}
+		s.gates[key] = g
+	}
+	if g == nil {
+		return time.Time{}
 	}
 	if target > cur {
-		if g == nil {
-			g = &gate{}
-			s.gates[key] = g
-		}
 		g.closedUntil = target
 	}
-	return timeOf(target, now)
+	if hasQuota {
+		g.quota.apply(remaining, reset, now)
+	}
+	return timeOf(g.until(now), now)
+}
+
+// inFlight counts the live in-flight registrations on g (nil: none).
+func (g *gate) inFlight(now int64) int64 {
+	if g == nil {
+		return 0
+	}
+	n := int64(0)
+	for _, exp := range g.inflight {
+		if exp > now {
+			n++
+		}
+	}
+	return n
+}
+
+// until returns until when g is closed at now, in µs (0 = open; nil g is
+// open): its closed-until time, or later its known quota's reset while the
+// calls in flight use up the known remaining count.
+func (g *gate) until(now int64) int64 {
+	if g == nil {
+		return 0
+	}
+	until := int64(0)
+	if g.closedUntil > now {
+		until = g.closedUntil
+	}
+	if g.quota.known(now) && g.quota.reset > until && g.quota.remaining-g.inFlight(now) <= 0 {
+		until = g.quota.reset
+	}
+	return until
 }
 
 func (s *Store) budgetFor(tenant string) *budget {
@@ -250,7 +304,7 @@ func (s *Store) maybeSweep(now int64) {
 				delete(g.inflight, id)
 			}
 		}
-		if g.closedUntil <= now && len(g.inflight) == 0 {
+		if g.closedUntil <= now && len(g.inflight) == 0 && !g.quota.known(now) {
 			delete(s.gates, k)
 		}
 	}

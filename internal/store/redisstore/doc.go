@@ -4,9 +4,9 @@
 //
 // # Atomicity and round trips
 //
-// Admit and Complete (and Observe) each run one Lua script with EVALSHA
-// (falling back to EVAL once when the server lost its script cache), so
-// each is one atomic round trip. GateState is a single GET.
+// Admit, Complete (and Observe) and GateState each run one Lua script with
+// EVALSHA (falling back to EVAL once when the server lost its script cache),
+// so each is one atomic round trip. GateState's script only reads.
 //
 // # Keys
 //
@@ -16,6 +16,7 @@
 //
 //	rb:v1:{t:<tenant>}:g:<scope>:<credential>   gate: closed-until, Unix µs (string)
 //	rb:v1:{t:<tenant>}:f:<scope>:<credential>   in flight: ZSET ticket id -> expiry, Unix µs
+//	rb:v1:{t:<tenant>}:q:<scope>:<credential>   known quota: HASH r, w, u
 //	rb:v1:{t:<tenant>}:p:<host>                 pacing: GCRA theoretical arrival time, Unix µs (string)
 //	rb:v1:{t:<tenant>}:b                        retry budget: HASH of one-second buckets
 //
@@ -23,6 +24,14 @@
 // written as %XX, so no component contains ":", "{", "}" or "%" and no two
 // distinct (tenant, scope, credential) triples map to one key. All keys of a
 // tenant share one hash tag, so the scripts also work on Redis Cluster.
+//
+// The quota hash holds the gate's last known provider quota (see
+// store.Observation.HasQuota): r, the remaining count; w, the first reset
+// seen for the window (Unix µs), which identifies the window; and u, the
+// latest reset seen for it (Unix µs). A hash whose u has passed is ignored.
+// It lives in its own key, so that replicas of an older version, which only
+// GET the gate key, keep working during a rolling upgrade (without the
+// quota check).
 //
 // The budget hash holds, for bucket i = second mod window, the fields
 // s<i> (the Unix second the bucket counts), q<i> (first attempts) and
@@ -32,9 +41,11 @@
 // # Expiry
 //
 // Every key written has a TTL: a gate lives until it reopens plus a margin
-// (10 s), the in-flight set until its newest ticket expires plus the margin,
-// the budget hash for its window plus the margin, and the pacing key until
-// its theoretical arrival time passes.
+// (10 s), the quota hash until its window's reset plus the margin (it is
+// deleted early when a response reports that the window reset), the
+// in-flight set until its newest ticket expires plus the margin, the budget
+// hash for its window plus the margin, and the pacing key until its
+// theoretical arrival time passes.
 //
 // # Time
 //

@@ -59,6 +59,10 @@ func (k keys) inflight(g store.GateKey) string {
 	return k.tenant(g.Tenant) + "f:" + escape(g.Scope) + ":" + escape(g.Credential)
 }
 
+func (k keys) quota(g store.GateKey) string {
+	return k.tenant(g.Tenant) + "q:" + escape(g.Scope) + ":" + escape(g.Credential)
+}
+
 func (k keys) pace(tenant, host string) string {
 	return k.tenant(tenant) + "p:" + escape(host)
 }

@@ -34,6 +34,10 @@ const preloadTimeout = 250 * time.Millisecond
 // with slightly different clocks still find it.
 const keyMargin = 10 * time.Second
 
+// maxRemaining caps the remaining count passed to the scripts: Lua numbers
+// are doubles, exact up to 2^53, and no provider's quota comes near.
+const maxRemaining = 1 << 52
+
 // Option configures a Store.
 type Option func(*options)
 
@@ -74,6 +78,7 @@ type Store struct {
 	keys      keys
 	ticketTTL int64 // µs
 	marginMS  int64
+	tolUS     int64 // store.QuotaWindowTolerance, µs
 	idPrefix  string
 	nextID    atomic.Uint64
 	closed    atomic.Bool
@@ -178,6 +183,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 		keys:      keys{prefix: o.prefix},
 		ticketTTL: int64(o.ticketTTL / time.Microsecond),
 		marginMS:  int64(keyMargin / time.Millisecond),
+		tolUS:     int64(store.QuotaWindowTolerance / time.Microsecond),
 		idPrefix:  "r" + hex.EncodeToString(b[:]) + ".",
 	}
 }
@@ -185,7 +191,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 func (s *Store) preload(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, preloadTimeout)
 	defer cancel()
-	for _, sc := range []*redis.Script{admitScript, completeScript} {
+	for _, sc := range []*redis.Script{admitScript, completeScript, stateScript} {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {
 			return
 		}
@@ -235,7 +241,7 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	id := s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 36)
 	g := req.Gate
 	res, err := admitScript.Run(ctx, s.client,
-		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), s.keys.budget(g.Tenant)},
+		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), s.keys.budget(g.Tenant), s.keys.quota(g)},
 		now, id, s.ticketTTL,
 		int64(req.Pace.Interval()/time.Microsecond), req.Pace.BurstOrOne(),
 		int64(max(req.PaceMaxWait, 0)/time.Microsecond),
@@ -291,12 +297,12 @@ func (s *Store) complete(ctx context.Context, op string, g store.GateKey, ticket
 		}
 	}
 	res, err := completeScript.Run(ctx, s.client,
-		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant)},
-		now, ticket, closeUntil, hasQuota, max(obs.Remaining, 0), reset,
+		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant), s.keys.quota(g)},
+		now, ticket, closeUntil, hasQuota, min(max(obs.Remaining, 0), maxRemaining), reset,
 		spendArg, window,
 		strconv.FormatFloat(budget.RatioOrZero(), 'g', -1, 64),
 		strconv.FormatFloat(budget.FloorTotal(), 'g', -1, 64),
-		s.marginMS,
+		s.marginMS, s.tolUS,
 	).Int64Slice()
 	if err != nil {
 		return time.Time{}, false, s.wrap(op, err)
@@ -307,19 +313,14 @@ func (s *Store) complete(ctx context.Context, op string, g store.GateKey, ticket
 	return timeOf(res[0]), res[1] == 1, nil
 }
 
-// GateState implements store.Store with one GET.
+// GateState implements store.Store in one (read-only) script call.
 func (s *Store) GateState(ctx context.Context, gate store.GateKey, now time.Time) (time.Time, error) {
-	v, err := s.client.Get(ctx, s.keys.gate(gate)).Int64()
-	if errors.Is(err, redis.Nil) {
-		return time.Time{}, nil
-	}
+	v, err := stateScript.Run(ctx, s.client,
+		[]string{s.keys.gate(gate), s.keys.inflight(gate), s.keys.quota(gate)}, micros(now)).Int64()
 	if err != nil {
 		return time.Time{}, s.wrap("gate state", err)
 	}
-	if v <= micros(now) {
-		return time.Time{}, nil
-	}
-	return time.UnixMicro(v), nil
+	return timeOf(v), nil
 }
 
 // Ping checks that Redis answers; store.Fallback uses it to probe for

@@ -93,6 +93,12 @@ func TestEveryKeyExpires(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 10, Reset: t0.Add(90 * time.Second)}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GateState(ctx, g, t0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Observe(ctx, store.GateKey{Tenant: "globex", Scope: "jira"},
 		store.Observation{HasQuota: true, Remaining: 0, Reset: t0.Add(time.Minute)}, t0); err != nil {
 		t.Fatal(err)
@@ -108,7 +114,9 @@ func TestEveryKeyExpires(t *testing.T) {
 		"rb:v1:{t:acme}:f:github:ab12":    {store.DefaultTicketTTL, 2*time.Minute + 10*time.Second}, // ticket TTL + margin
 		"rb:v1:{t:acme}:p:api.github.com": {400 * time.Millisecond, 500 * time.Millisecond},         // until the TAT
 		"rb:v1:{t:acme}:b":                {5 * time.Second, 15 * time.Second},                      // window + margin
+		"rb:v1:{t:acme}:q:github:ab12":    {90 * time.Second, 100 * time.Second},                    // reset + margin
 		"rb:v1:{t:globex}:g:jira:":        {time.Minute, time.Minute + 10*time.Second},
+		"rb:v1:{t:globex}:q:jira:":        {time.Minute, time.Minute + 10*time.Second},
 	}
 	if len(keys) != len(want) {
 		t.Errorf("keys = %q, want %d keys", keys, len(want))

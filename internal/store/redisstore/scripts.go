@@ -42,19 +42,65 @@ local function budget_sums(key, now, window)
 end
 `
 
+// luaGate holds the gate helpers shared by the scripts. A quota hash holds
+// r = the known remaining count, w = the window's first reset µs (its
+// identity) and u = the window's latest reset µs; see
+// store.Observation.HasQuota for the rules, and memstore for the same code
+// in Go.
+const luaGate = `
+local function quota_read(key, now)
+  local q = redis.call('HMGET', key, 'r', 'w', 'u')
+  local u = tonumber(q[3] or '')
+  if not u or u <= now then return nil end
+  return tonumber(q[1] or '') or 0, tonumber(q[2] or '') or u, u
+end
+
+local function quota_apply(key, now, remaining, reset, tol, margin)
+  local r, w, u = quota_read(key, now)
+  if r and reset < w - tol then
+    return -- a late response from an older window
+  end
+  if reset <= now then
+    redis.call('DEL', key) -- the window already reset
+    return
+  end
+  if not r or reset > w + tol then
+    r, w, u = remaining, reset, reset -- a new window
+  else
+    r, u = math.min(r, remaining), math.max(u, reset) -- the same window
+  end
+  redis.call('HSET', key, 'r', fmt(r), 'w', fmt(w), 'u', fmt(u))
+  redis.call('PEXPIRE', key, fmt(math.ceil((u - now) / 1000) + margin))
+end
+
+-- closed_until returns until when the gate is closed at now (0 = open),
+-- given its stored closed-until time g: g, or later the known quota's reset
+-- while the calls in flight use up the known remaining count.
+local function closed_until(g, fkey, qkey, now)
+  if g <= now then g = 0 end
+  local r, w, u = quota_read(qkey, now)
+  if r and u > g then
+    if r - redis.call('ZCOUNT', fkey, '(' .. fmt(now), '+inf') <= 0 then
+      g = u
+    end
+  end
+  return g
+end
+`
+
 // admitScript checks the gate and pacing and registers an admitted attempt.
 //
-// KEYS: 1 gate, 2 in-flight set, 3 pacing TAT, 4 budget.
+// KEYS: 1 gate, 2 in-flight set, 3 pacing TAT, 4 budget, 5 quota.
 // ARGV: 1 now µs, 2 ticket id, 3 ticket TTL µs, 4 pacing interval µs (0 =
 // no pacing), 5 burst, 6 max pacing wait µs, 7 budget window s (0 = do not
 // count), 8 key margin ms.
 // Returns {0, 0, wait µs} when admitted, {1, closed until µs, 0} when the
 // gate is closed, {2, 0, wait µs} when pacing denied.
-var admitScript = redis.NewScript(luaBudget + `
+var admitScript = redis.NewScript(luaBudget + luaGate + `
 local now = tonumber(ARGV[1])
 local margin = tonumber(ARGV[8])
-local g = tonumber(redis.call('GET', KEYS[1]) or '0')
-if g > now then
+local g = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[5], now)
+if g > 0 then
   return {1, g, 0}
 end
 local wait = 0
@@ -85,15 +131,16 @@ return {0, 0, wait}
 `)
 
 // completeScript ends an attempt (or records a bare observation), closes
-// the gate as the observation asks, and spends a retry from the budget.
+// the gate as the observation asks, records its quota, and spends a retry
+// from the budget.
 //
-// KEYS: 1 gate, 2 in-flight set, 3 budget.
+// KEYS: 1 gate, 2 in-flight set, 3 budget, 4 quota.
 // ARGV: 1 now µs, 2 ticket id (empty = none), 3 close until µs (0 = none),
 // 4 has quota ('1' or '0'), 5 remaining, 6 reset µs, 7 spend retry ('1' or
 // '0'), 8 budget window s (0 = unlimited), 9 ratio, 10 floor total,
-// 11 key margin ms.
+// 11 key margin ms, 12 quota window tolerance µs.
 // Returns {closed until µs (0 = open), retry allowed (1 or 0)}.
-var completeScript = redis.NewScript(luaBudget + `
+var completeScript = redis.NewScript(luaBudget + luaGate + `
 local now = tonumber(ARGV[1])
 local margin = tonumber(ARGV[11])
 if ARGV[2] ~= '' then
@@ -117,6 +164,9 @@ end
 if target > cur then
   redis.call('SET', KEYS[1], fmt(target), 'PX', fmt(math.ceil((target - now) / 1000) + margin))
 end
+if ARGV[4] == '1' then
+  quota_apply(KEYS[4], now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[12]), margin)
+end
 local allowed = 1
 local window = tonumber(ARGV[8])
 if ARGV[7] == '1' and window > 0 then
@@ -127,6 +177,15 @@ if ARGV[7] == '1' and window > 0 then
     allowed = 0
   end
 end
-if target <= now then target = 0 end
-return {target, allowed}
+return {closed_until(target, KEYS[2], KEYS[4], now), allowed}
+`)
+
+// stateScript reads the gate's state, as admitScript checks it.
+//
+// KEYS: 1 gate, 2 in-flight set, 3 quota.
+// ARGV: 1 now µs.
+// Returns closed until µs (0 = open).
+var stateScript = redis.NewScript(luaBudget + luaGate + `
+local now = tonumber(ARGV[1])
+return closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[3], now)
 `)
