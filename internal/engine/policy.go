@@ -163,7 +163,6 @@ type Policy struct {
 	MaxResponseBody int64
 
 	reader providers.HintReader // resolved by Validate
-	extra  StatusSet            // provider-added statuses, resolved by Validate
 }
 
 // DefaultPolicy returns the standard policy with the documented defaults.

@@ -384,8 +384,8 @@ func TestRunSpans(t *testing.T) {
 	var clients, waits []sdktrace.ReadOnlySpan
 	for _, s := range f.rec.Ended() {
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), "sekrit") {
-				t.Errorf("span %s attribute %s leaks a secret: %s", s.Name(), kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), "sekrit") {
+				t.Errorf("span %s attribute %s leaks a secret: %s", s.Name(), kv.Key, kv.Value.String())
 			}
 		}
 		switch {
@@ -437,7 +437,7 @@ func TestRunSpans(t *testing.T) {
 func attrMap(kvs []attribute.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

@@ -57,8 +57,8 @@ func TestClassifySpanCarriesDecision(t *testing.T) {
 		found = true
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
-			if strings.Contains(kv.Value.Emit(), "sekrit") {
+			attrs[string(kv.Key)] = kv.Value.String()
+			if strings.Contains(kv.Value.String(), "sekrit") {
 				t.Errorf("secret on span attribute %s", kv.Key)
 			}
 		}

@@ -507,3 +507,57 @@ func TestFallbackRedisHang(t *testing.T) {
 		t.Fatalf("Admit after resume = %+v, %v; want a primary ticket", a, err)
 	}
 }
+
+// TestFallbackMirrorsQuota checks that the quotas observations report, and
+// gates closed because the calls in flight use up the known quota, carry
+// into an outage.
+func TestFallbackMirrorsQuota(t *testing.T) {
+	p := newSwitchable()
+	f := store.NewFallback(p, memstore.New(), store.WithProbeBackoff(time.Hour, time.Hour))
+	t.Cleanup(func() { _ = f.Close() })
+	ctx := context.Background()
+	reset := t0.Add(time.Minute)
+	quota := func(n int64) store.Observation { return store.Observation{HasQuota: true, Remaining: n, Reset: reset} }
+
+	// Known quota: 3 left, one call in flight on the primary.
+	if until, err := f.Observe(ctx, gate, quota(3), t0); err != nil || !until.IsZero() {
+		t.Fatalf("Observe = %v, %v", until, err)
+	}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); err != nil || !a.Admitted() {
+		t.Fatalf("Admit = %+v, %v", a, err)
+	}
+	// A gate closed by the known quota: 2 left, two calls in flight.
+	g2 := store.GateKey{Tenant: "acme", Scope: "gitlab"}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !a.Admitted() {
+		t.Fatalf("Admit = %+v, %v", a, err)
+	}
+	if until, err := f.Observe(ctx, g2, quota(2), t0); err != nil || !until.IsZero() {
+		t.Fatalf("Observe = %v, %v", until, err)
+	}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !a.Admitted() {
+		t.Fatalf("Admit = %+v, %v", a, err)
+	}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !a.GateClosedUntil.Equal(reset) {
+		t.Fatalf("Admit = %+v, %v; want closed by the known quota", a, err)
+	}
+
+	p.down.Store(true)
+	now := t0.Add(time.Second)
+	// Local state knows 3 are left; it cannot see the primary's call in
+	// flight, so it admits 3 more.
+	for i := range 3 {
+		if a, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: now}); err != nil || !a.Admitted() {
+			t.Fatalf("Admit %d during the outage = %+v, %v", i+1, a, err)
+		}
+	}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: now}); err != nil || !a.GateClosedUntil.Equal(reset) {
+		t.Fatalf("Admit 4 during the outage = %+v, %v; want closed by the mirrored quota", a, err)
+	}
+	// The gate the known quota closed stays closed until the reset.
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: now}); err != nil || !a.GateClosedUntil.Equal(reset) {
+		t.Fatalf("Admit on g2 during the outage = %+v, %v; want closed until the reset", a, err)
+	}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: reset}); err != nil || !a.Admitted() {
+		t.Fatalf("Admit on g2 at the reset = %+v, %v", a, err)
+	}
+}

@@ -103,3 +103,36 @@ func TestClose(t *testing.T) {
 		t.Fatalf("Complete after Close: %v", err)
 	}
 }
+
+// TestSweepQuota checks that gates holding only a known quota are dropped
+// once its window reset.
+func TestSweepQuota(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	t0 := storetest.T0
+	for i := range 100 {
+		g := store.GateKey{Tenant: "acme", Scope: fmt.Sprintf("s%d", i)}
+		if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 5, Reset: t0.Add(time.Minute)}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Len(); n != 100 {
+		t.Fatalf("Len = %d, want 100 gates with a known quota", n)
+	}
+	if _, err := s.GateState(ctx, store.GateKey{}, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 100 {
+		t.Fatalf("Len = %d before the reset, want 100", n)
+	}
+	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 0 {
+		t.Fatalf("Len = %d after the reset, want 0", n)
+	}
+}
