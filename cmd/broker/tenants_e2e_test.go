@@ -186,3 +186,19 @@ func TestInvalidConfigRefusedAtStart(t *testing.T) {
 		t.Fatalf("config check of the example: %v\n%s", err, out)
 	}
 }
+
+// TestReadmeShowsTheTestedConfig keeps the README's two-tenant example
+// identical to the file the tests load.
+func TestReadmeShowsTheTestedConfig(t *testing.T) {
+	cfg, err := os.ReadFile(exampleConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```yaml\n"+string(cfg)+"```") {
+		t.Fatal("README.md's two-tenant example differs from testdata/config/two-tenants.yaml")
+	}
+}
