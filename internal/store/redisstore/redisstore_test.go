@@ -311,3 +311,67 @@ func TestReplicasShareState(t *testing.T) {
 		t.Fatalf("admitted %d (want the burst, 3), allowed %d retries (want the floor, 5) across two replicas", admitted.Load(), allowed.Load())
 	}
 }
+
+// TestReplicasShareQuota checks that the known quota and the calls in
+// flight that use it are shared by replicas.
+func TestReplicasShareQuota(t *testing.T) {
+	a, srv := newStore(t)
+	b, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	t0 := storetest.T0
+	g := store.GateKey{Tenant: "acme", Scope: "github"}
+	reset := t0.Add(time.Minute)
+	if _, err := a.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 3, Reset: reset}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []*redisstore.Store{b, a, b} {
+		if adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || !adm.Admitted() {
+			t.Fatalf("Admit %d = %+v, %v", i+1, adm, err)
+		}
+	}
+	for _, s := range []*redisstore.Store{a, b} {
+		if adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || !adm.GateClosedUntil.Equal(reset) {
+			t.Fatalf("Admit 4 = %+v, %v; want closed by the shared quota", adm, err)
+		}
+		if until, err := s.GateState(ctx, g, t0); err != nil || !until.Equal(reset) {
+			t.Fatalf("GateState = %v, %v", until, err)
+		}
+	}
+}
+
+// TestQuotaKey checks the quota hash: written with a TTL until the reset
+// plus the margin, deleted when a response says the window reset, and a
+// huge remaining count kept exact enough.
+func TestQuotaKey(t *testing.T) {
+	s, srv := newStore(t)
+	c := rawClient(t, srv.URL())
+	ctx := context.Background()
+	t0 := storetest.T0
+	g := store.GateKey{Tenant: "acme", Scope: "github"}
+	const key = "rb:v1:{t:acme}:q:github:"
+	reset := t0.Add(time.Minute)
+	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 1 << 62, Reset: reset}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.PTTL(ctx, key).Val(); ttl < time.Minute || ttl > time.Minute+10*time.Second {
+		t.Fatalf("quota key TTL = %v, want the window plus the margin", ttl)
+	}
+	if r := c.HGet(ctx, key, "r").Val(); r != "4503599627370496" {
+		t.Fatalf("remaining stored as %q, want 2^52", r)
+	}
+	if adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || !adm.Admitted() {
+		t.Fatalf("Admit with a huge remaining count = %+v, %v", adm, err)
+	}
+	// Still within the window, the provider says it reset.
+	now := reset.Add(-500 * time.Millisecond)
+	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 7, Reset: now}, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Exists(ctx, key).Val(); n != 0 {
+		t.Fatal("quota key still there after a response said the window reset")
+	}
+}
