@@ -1,0 +1,73 @@
+// Command benchsuite runs the retry broker's benchmark suite (package
+// bench/suite) from the repository root: it prints the results as markdown
+// tables and writes docs/benchmarks.md and the PNG charts in
+// docs/benchmarks/.
+//
+//	go run ./bench/cmd/benchsuite            # the full run (about 5 minutes)
+//	go run ./bench/cmd/benchsuite -quick     # a smoke run (seconds)
+//
+// All traffic stays on 127.0.0.1. It needs go (to build ./cmd/broker,
+// unless -broker is given) and redis-server on PATH.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/retrybroker/retrybroker/bench/suite"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "short smoke run (numbers not meant to be quoted)")
+	brokerBin := flag.String("broker", "", "broker binary to run (default: go build ./cmd/broker into a temporary directory)")
+	redisBin := flag.String("redis-server", "", "redis-server binary (default: from PATH)")
+	doc := flag.String("doc", "docs/benchmarks.md", "markdown report to write (empty: none)")
+	charts := flag.String("charts", "docs/benchmarks", "directory for the PNG charts (empty: none)")
+	only := flag.String("only", "", "comma-separated scenarios to run: quota, overhead, parked, scale (default: all)")
+	styles := flag.String("styles", "", "comma-separated provider styles for the quota scenario: github, azure, jira (default: all)")
+	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
+	timeout := flag.Duration("timeout", 15*time.Minute, "stop the run after this long")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	cmdline := "go run ./bench/cmd/benchsuite"
+	if *quick {
+		cmdline += " -quick"
+	}
+	if *only != "" {
+		cmdline += " -only " + *only
+	}
+	o := suite.Options{
+		Quick: *quick, BrokerBin: *brokerBin, RedisServer: *redisBin,
+		DocPath: *doc, ChartDir: *charts, TraceDir: *trace, Command: cmdline, Log: os.Stderr,
+	}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+	}
+	if *styles != "" {
+		o.Styles = strings.Split(*styles, ",")
+		cmdline += " -styles " + *styles
+	}
+	rep, err := suite.Run(ctx, o)
+	if rep != nil {
+		fmt.Print(rep.Markdown())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchsuite:", err)
+		os.Exit(1)
+	}
+	if len(rep.Errors) > 0 {
+		fmt.Fprintln(os.Stderr, "benchsuite: some scenarios failed:", strings.Join(rep.Errors, "; "))
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,363 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/metrics"
+	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+)
+
+// OverheadParams sizes the overhead scenario.
+type OverheadParams struct {
+	// Concurrency levels: callers calling in a closed loop.
+	Concurrency []int
+	// Rounds per variant and level; variants alternate round by round
+	// (A B, then B A, ...) so that machine noise hits them alike.
+	Rounds int
+	// Round is the length of one measured round.
+	Round time.Duration
+	// MaxCallsPerRound bounds a round besides its length.
+	MaxCallsPerRound int
+}
+
+// OverheadResult is one variant at one concurrency.
+type OverheadResult struct {
+	// Group is "classify" or "execute"; Variant the server measured.
+	Group       string
+	Variant     string
+	Concurrency int
+	Calls       int
+	Errors      int
+	Elapsed     time.Duration
+	// Throughput is calls per second; P50 and P99 are per-call latencies.
+	Throughput float64
+	P50, P99   time.Duration
+}
+
+// Variant names.
+const (
+	VarEmpty     = "empty handler"
+	VarClassify  = "broker ClassifyResponse"
+	VarDirect    = "direct HTTP"
+	VarForwarder = "minimal forwarder"
+	VarExecute   = "broker Execute"
+)
+
+// emptyService answers ClassifyResponse at once: the baseline for the
+// broker's own cost under identical server options.
+type emptyService struct {
+	rbv1.UnimplementedBrokerServiceServer
+}
+
+func (emptyService) ClassifyResponse(context.Context, *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
+	return &rbv1.ClassifyResponseResponse{Decision: &rbv1.Decision{}}, nil
+}
+
+// forwarder is a minimal gRPC-to-HTTP forwarder with no retry logic, no
+// guard and no store: the baseline for Execute.
+type forwarder struct {
+	rbv1.UnimplementedBrokerServiceServer
+	client *http.Client
+}
+
+func (f forwarder) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
+	r := req.GetRequest()
+	hr, err := http.NewRequestWithContext(ctx, r.GetMethod(), r.GetUrl(), bytes.NewReader(r.GetBody()))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := &rbv1.HttpResponse{StatusCode: int32(resp.StatusCode), Body: body}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			out.Headers = append(out.Headers, &rbv1.HttpHeader{Name: k, Value: v})
+		}
+	}
+	return &rbv1.ExecuteResponse{Response: out, Outcome: rbv1.Outcome_OUTCOME_SUCCESS}, nil
+}
+
+// inproc is a gRPC server of the suite's own process, built exactly as the
+// broker builds its server (server.NewGRPCServer: interceptors, stats
+// handler, limits), with a quiet logger and a no-op tracer provider.
+type inproc struct {
+	gs   *grpc.Server
+	conn *grpc.ClientConn
+	cl   rbv1.BrokerServiceClient
+}
+
+func serveInproc(svc rbv1.BrokerServiceServer) (*inproc, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{Logger: quiet, TracerProvider: noop.NewTracerProvider()})
+	lis, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := dial(lis.Addr().String())
+	if err != nil {
+		gs.Stop()
+		return nil, err
+	}
+	return &inproc{gs: gs, conn: conn, cl: rbv1.NewBrokerServiceClient(conn)}, nil
+}
+
+func (p *inproc) close() {
+	_ = p.conn.Close()
+	p.gs.Stop()
+}
+
+// variant is one measured way of making a call.
+type variant struct {
+	group, name string
+	call        func(ctx context.Context) error
+}
+
+// overheadRun measures ClassifyResponse against the empty handler, and
+// Execute against the minimal forwarder and direct HTTP, at each
+// concurrency, alternating the variants of a group round by round.
+func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadResult, error) {
+	// The upstream: a local HTTP server answering a small JSON body.
+	upLis, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+	if err != nil {
+		return nil, err
+	}
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = up.Serve(upLis) }()
+	defer up.Close()
+	upURL := "http://" + upLis.Addr().String() + "/v1/items"
+
+	maxConc := slices.Max(p.Concurrency)
+	idle := max(64, maxConc)
+	plainTr := &http.Transport{Proxy: nil, MaxIdleConns: 2 * idle, MaxIdleConnsPerHost: idle, IdleConnTimeout: time.Minute}
+	defer plainTr.CloseIdleConnections()
+	plain := &http.Client{Transport: plainTr}
+
+	// The broker, wired as cmd/broker wires it: memory store, guarded
+	// egress transport, metrics observer, no-op tracing (no OTLP export).
+	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
+	if err != nil {
+		return nil, err
+	}
+	st := memstore.New()
+	defer st.Close()
+	tr := egress.NewTransport(egress.ClientConfig{MaxIdleConnsPerHost: idle})
+	defer tr.CloseIdleConnections()
+	tp := noop.NewTracerProvider()
+	runner := &engine.Runner{Store: st, Tracer: tp.Tracer("bench"), Propagator: propagation.TraceContext{}, Observer: metrics.New()}
+	exec := &server.Executor{Runner: runner, Transport: tr}
+
+	servers := map[string]*inproc{}
+	defer func() {
+		for _, sv := range servers {
+			sv.close()
+		}
+	}()
+	for name, svc := range map[string]rbv1.BrokerServiceServer{
+		VarEmpty:     emptyService{},
+		VarClassify:  server.New(server.WithDefaultTenant(dev)),
+		VarForwarder: forwarder{client: plain},
+		VarExecute:   server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)),
+	} {
+		sv, err := serveInproc(svc)
+		if err != nil {
+			return nil, err
+		}
+		servers[name] = sv
+	}
+
+	classifyReq := &rbv1.ClassifyResponseRequest{
+		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
+		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
+	}
+	classify := func(name string) variant {
+		cl := servers[name].cl
+		return variant{"classify", name, func(ctx context.Context) error {
+			_, err := cl.ClassifyResponse(ctx, classifyReq)
+			return err
+		}}
+	}
+	execReq := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: upURL}}
+	execute := func(name string) variant {
+		cl := servers[name].cl
+		return variant{"execute", name, func(ctx context.Context) error {
+			resp, err := cl.Execute(ctx, execReq)
+			if err != nil {
+				return err
+			}
+			if resp.GetResponse().GetStatusCode() != 200 {
+				return fmt.Errorf("execute: status %d outcome %v", resp.GetResponse().GetStatusCode(), resp.GetOutcome())
+			}
+			return nil
+		}}
+	}
+	direct := variant{"execute", VarDirect, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, upURL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := plain.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("direct: status %d", resp.StatusCode)
+		}
+		return nil
+	}}
+	groups := [][]variant{
+		{classify(VarEmpty), classify(VarClassify)},
+		{execute(VarForwarder), execute(VarExecute), direct},
+	}
+
+	var out []OverheadResult
+	var errs []error
+	for _, g := range groups {
+		for _, c := range p.Concurrency {
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			s.logf("overhead: %s at concurrency %d", g[0].group, c)
+			// Warm up every variant (connections, pools, JIT-free but caches).
+			for _, v := range g {
+				runRound(ctx, v, c, p.Round/2, p.MaxCallsPerRound)
+			}
+			acc := make([]roundAcc, len(g))
+			for r := range p.Rounds {
+				for i := range g {
+					j := i
+					if r%2 == 1 { // reverse order every other round
+						j = len(g) - 1 - i
+					}
+					a := runRound(ctx, g[j], c, p.Round, p.MaxCallsPerRound)
+					acc[j].add(a)
+				}
+			}
+			for i, v := range g {
+				res := acc[i].result(v, c)
+				if res.Errors > 0 {
+					errs = append(errs, fmt.Errorf("%s at %d: %d errors (%s)", v.name, c, res.Errors, acc[i].firstErr))
+				}
+				s.logf("overhead: %-24s c=%-3d %9.0f calls/s  p50 %v  p99 %v", v.name, c, res.Throughput, res.P50, res.P99)
+				out = append(out, res)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// roundAcc accumulates rounds of one variant.
+type roundAcc struct {
+	calls, errors int
+	elapsed       time.Duration
+	lat           []time.Duration
+	firstErr      string
+}
+
+func (a *roundAcc) add(b roundAcc) {
+	a.calls += b.calls
+	a.errors += b.errors
+	a.elapsed += b.elapsed
+	a.lat = append(a.lat, b.lat...)
+	if a.firstErr == "" {
+		a.firstErr = b.firstErr
+	}
+}
+
+func (a *roundAcc) result(v variant, c int) OverheadResult {
+	r := OverheadResult{Group: v.group, Variant: v.name, Concurrency: c, Calls: a.calls, Errors: a.errors, Elapsed: a.elapsed}
+	if a.elapsed > 0 {
+		r.Throughput = float64(a.calls) / a.elapsed.Seconds()
+	}
+	slices.Sort(a.lat)
+	r.P50, r.P99 = percentile(a.lat, 0.50), percentile(a.lat, 0.99)
+	return r
+}
+
+// percentile returns the q-quantile of sorted samples (nearest rank).
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// runRound runs c callers in a closed loop for d (or maxCalls calls in
+// all) and returns the calls, errors and latencies.
+func runRound(ctx context.Context, v variant, c int, d time.Duration, maxCalls int) roundAcc {
+	rctx, cancel := context.WithTimeout(ctx, d+10*time.Second)
+	defer cancel()
+	var left atomic.Int64
+	left.Store(int64(maxCalls))
+	var mu sync.Mutex
+	var acc roundAcc
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for range c {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, 1024)
+			errs := 0
+			firstErr := ""
+			for left.Add(-1) >= 0 {
+				t0 := time.Now()
+				if !t0.Before(stop) {
+					break
+				}
+				if err := v.call(rctx); err != nil {
+					errs++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+					if rctx.Err() != nil {
+						break
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			acc.lat = append(acc.lat, lat...)
+			acc.calls += len(lat)
+			acc.errors += errs
+			if acc.firstErr == "" {
+				acc.firstErr = firstErr
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	acc.elapsed = time.Since(start)
+	return acc
+}

@@ -1,0 +1,538 @@
+package suite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+)
+
+// Every process and listener of the suite is on loopback.
+const loopback = "127.0.0.1"
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cleanEnv is the environment for child processes: ours without anything
+// that could send traffic elsewhere (OTLP export, proxies) or change the
+// broker's store (BROKER_*).
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		uk := strings.ToUpper(k)
+		if strings.HasPrefix(uk, "OTEL_") || strings.HasPrefix(uk, "BROKER_") || strings.HasSuffix(uk, "_PROXY") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none")
+}
+
+// tailBuffer keeps the last bytes written to it (a child's stderr).
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// process is a child process with its stderr kept.
+type process struct {
+	cmd    *exec.Cmd
+	out    *tailBuffer
+	exited chan struct{}
+	err    error // valid after exited is closed
+}
+
+func startProcess(bin string, args ...string) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = cleanEnv()
+	p := &process{cmd: cmd, out: &tailBuffer{max: 64 << 10}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
+func (p *process) stop(grace time.Duration) {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// rssBytes reads VmRSS of the process from /proc.
+func (p *process) rssBytes() (int64, error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				return n * 1024, err
+			}
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// brokerOptions are the flags of one broker process.
+type brokerOptions struct {
+	redisURL string
+	metrics  bool
+}
+
+// broker is a running broker process.
+type broker struct {
+	*process
+	addr        string
+	metricsAddr string
+}
+
+// startBroker runs the broker binary on a free loopback port with the dev
+// tenant allowed to call 127.0.0.1, and waits until its health service
+// answers SERVING.
+func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, error) {
+	var lastErr error
+	for range 5 { // a free port can be taken between probe and bind: retry
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		b := &broker{addr: net.JoinHostPort(loopback, strconv.Itoa(port))}
+		args := []string{"--listen", b.addr, "--allow-destinations", "127.0.0.1/32", "--log-level", "warn", "--shutdown-timeout", "2s"}
+		if o.metrics {
+			mport, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			b.metricsAddr = net.JoinHostPort(loopback, strconv.Itoa(mport))
+			args = append(args, "--metrics-listen", b.metricsAddr)
+		}
+		if o.redisURL != "" {
+			args = append(args, "--redis", o.redisURL)
+		}
+		b.process, err = startProcess(bin, args...)
+		if err != nil {
+			return nil, fmt.Errorf("start broker: %w", err)
+		}
+		if lastErr = b.waitReady(ctx); lastErr == nil {
+			return b, nil
+		}
+		b.stop(time.Second)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// waitReady polls the health service ("" and the shared-state service)
+// until both answer SERVING, for at most 20 seconds.
+func (b *broker) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	conn, err := dial(b.addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	for {
+		if !b.running() {
+			return fmt.Errorf("broker exited (%v): %s", b.err, strings.TrimSpace(b.out.String()))
+		}
+		ok := true
+		for _, svc := range []string{"", "retrybroker.v1.SharedState"} {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			r, err := hc.Check(cctx, &healthpb.HealthCheckRequest{Service: svc})
+			ccancel()
+			if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				ok = false
+				break
+			}
+		}
+		if ok && (b.metricsAddr == "" || b.metricsUp()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker on %s not ready: %w: %s", b.addr, ctx.Err(), strings.TrimSpace(b.out.String()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (b *broker) metricsUp() bool {
+	_, err := b.metrics()
+	return err == nil
+}
+
+// metrics scrapes the broker's Prometheus endpoint and returns each sample
+// summed over its labels, keyed by metric name.
+func (b *broker) metrics() (map[string]float64, error) {
+	if b.metricsAddr == "" {
+		return nil, errors.New("metrics not enabled")
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://" + b.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: status %d", resp.StatusCode)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads the Prometheus text format, summing samples of a
+// metric over its label sets.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			name = line[:i]
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				continue
+			}
+			rest, ok = strings.TrimSpace(line[j+1:]), true
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+// dial opens a plaintext gRPC connection to a loopback address, ignoring
+// proxy variables.
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithNoProxy(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+}
+
+// brokerClient dials a broker and returns its client and connection.
+func brokerClient(addr string) (rbv1.BrokerServiceClient, *grpc.ClientConn, error) {
+	conn, err := dial(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rbv1.NewBrokerServiceClient(conn), conn, nil
+}
+
+// redisServer is a redis-server process on a free loopback port, keeping
+// nothing on disk.
+type redisServer struct {
+	*process
+	addr string
+	dir  string
+}
+
+func startRedis(ctx context.Context, bin, dir string) (*redisServer, error) {
+	if bin == "" {
+		p, err := exec.LookPath("redis-server")
+		if err != nil {
+			return nil, errors.New("redis-server not found on PATH (apt-get install -y redis-server, or make redis)")
+		}
+		bin = p
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &redisServer{addr: net.JoinHostPort(loopback, strconv.Itoa(port)), dir: dir}
+		s.process, err = startProcess(bin, "--port", strconv.Itoa(port), "--bind", loopback,
+			"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no", "--loglevel", "warning")
+		if err != nil {
+			return nil, fmt.Errorf("start redis-server: %w", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := s.command("PING"); err == nil {
+				return s, nil
+			}
+			if !s.running() {
+				lastErr = fmt.Errorf("redis-server exited: %s", strings.TrimSpace(s.out.String()))
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				lastErr = errors.New("redis-server did not answer PING")
+				s.stop(time.Second)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil, lastErr
+}
+
+// URL returns the server's URL, database 0.
+func (s *redisServer) URL() string { return "redis://" + s.addr + "/0" }
+
+// command sends one inline command and returns the whole reply, for the
+// few admin commands the suite needs (PING, FLUSHALL, INFO, CONFIG
+// RESETSTAT). Bulk replies are returned without their length line.
+func (s *redisServer) command(cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, cmd+"\r\n"); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "-"):
+		return "", errors.New(line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("bad bulk length %q", line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return line, nil
+}
+
+// commandStats returns the calls per command from INFO commandstats.
+func (s *redisServer) commandStats() (map[string]int64, error) {
+	info, err := s.command("INFO commandstats")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out[name] = n
+			}
+		}
+	}
+	return out, nil
+}
+
+// roundTripProxy forwards loopback TCP connections to a target and counts
+// round trips: a client write that follows a server reply (or opens the
+// connection) starts a new one. Pipelined commands sent together count once.
+type roundTripProxy struct {
+	lis    net.Listener
+	target string
+
+	mu         sync.Mutex
+	roundTrips int64
+	conns      []net.Conn
+	wg         sync.WaitGroup
+}
+
+func startRoundTripProxy(target string) (*roundTripProxy, error) {
+	lis, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
+	if err != nil {
+		return nil, err
+	}
+	p := &roundTripProxy{lis: lis, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+func (p *roundTripProxy) addr() string { return p.lis.Addr().String() }
+
+func (p *roundTripProxy) count() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.roundTrips
+}
+
+func (p *roundTripProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		var dirMu sync.Mutex
+		awaitingReply := false
+		p.wg.Add(2)
+		go func() { // client -> server
+			defer p.wg.Done()
+			defer u.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					dirMu.Lock()
+					if !awaitingReply {
+						awaitingReply = true
+						p.mu.Lock()
+						p.roundTrips++
+						p.mu.Unlock()
+					}
+					dirMu.Unlock()
+					if _, werr := u.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // server -> client
+			defer p.wg.Done()
+			defer c.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := u.Read(buf)
+				if n > 0 {
+					dirMu.Lock()
+					awaitingReply = false
+					dirMu.Unlock()
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func (p *roundTripProxy) close() {
+	_ = p.lis.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// buildBroker builds ./cmd/broker of the module at root into dir.
+func buildBroker(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "broker")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/broker")
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/broker: %w: %s", err, out.String())
+	}
+	return bin, nil
+}

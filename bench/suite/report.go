@@ -1,0 +1,330 @@
+package suite
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/retrybroker/retrybroker/bench/fakeprovider"
+)
+
+// Target is one of the issue's targets, evaluated on the run.
+type Target struct {
+	Name     string
+	Measured string
+	// Met is "yes", "no" or "n/a" (not measured in this run).
+	Met string
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// quotaResult finds a row of the quota scenario.
+func (r *Report) quotaResult(style fakeprovider.Style, row Row) (QuotaResult, bool) {
+	for _, q := range r.QuotaRes {
+		if q.Style == style && q.Row == row && q.Err == "" {
+			return q, true
+		}
+	}
+	return QuotaResult{}, false
+}
+
+// overheadResult finds a variant at a concurrency.
+func (r *Report) overheadResult(variant string, c int) (OverheadResult, bool) {
+	for _, o := range r.OverRes {
+		if o.Variant == variant && o.Concurrency == c {
+			return o, true
+		}
+	}
+	return OverheadResult{}, false
+}
+
+// ThroughputRatio is variant / baseline throughput at concurrency c.
+func (r *Report) ThroughputRatio(variant, baseline string, c int) (float64, bool) {
+	a, ok1 := r.overheadResult(variant, c)
+	b, ok2 := r.overheadResult(baseline, c)
+	if !ok1 || !ok2 || b.Throughput == 0 {
+		return 0, false
+	}
+	return a.Throughput / b.Throughput, true
+}
+
+// wasteRatio formats a / b for refusals per window.
+func wasteRatio(a, b float64) (string, float64) {
+	switch {
+	case b == 0 && a == 0:
+		return "– (both 0)", math.NaN()
+	case b == 0:
+		return fmt.Sprintf("∞ (%.1f vs 0)", a), math.Inf(1)
+	}
+	return fmt.Sprintf("%.1f× (%.2f vs %.2f)", a/b, a, b), a / b
+}
+
+// Targets evaluates the issue's targets.
+func (r *Report) Targets() []Target {
+	var out []Target
+	styles := r.quotaStyles()
+	for _, st := range styles {
+		for _, row := range []Row{RowOneBroker, RowRedis3} {
+			q, ok := r.quotaResult(st, row)
+			if !ok {
+				continue
+			}
+			out = append(out,
+				Target{fmt.Sprintf("%s row %s (%s): goodput ≥ 95%% of the quota", st, row, row.Describe()), pct(q.Goodput()), yesNo(q.Goodput() >= 0.95)},
+				Target{fmt.Sprintf("%s row %s: ≤ 1 refused call per gate per window", st, row),
+					fmt.Sprintf("max %d in a window, %.2f per window on average", q.Stats.MaxRefusedInAWindow(), q.Waste()), yesNo(q.Stats.MaxRefusedInAWindow() <= 1)},
+				Target{fmt.Sprintf("%s row %s: zero early sends", st, row), fmt.Sprint(q.Stats.Early), yesNo(q.Stats.Early == 0)},
+			)
+		}
+		a, oka := r.quotaResult(st, RowRetryableHTTP)
+		b, okb := r.quotaResult(st, RowOneBroker)
+		if oka && okb {
+			s, x := wasteRatio(a.Waste(), b.Waste())
+			out = append(out, Target{fmt.Sprintf("%s: row a waste over row b waste ≥ 10×", st), s, yesNo(math.IsInf(x, 1) || x >= 10)})
+		}
+	}
+	for _, c := range r.Overhead.Concurrency {
+		if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, c); ok {
+			out = append(out, Target{fmt.Sprintf("ClassifyResponse ≥ 90%% of an empty handler, concurrency %d", c), fmt.Sprintf("%.1f%%", 100*x), yesNo(x >= 0.90)})
+		}
+	}
+	for _, c := range r.Overhead.Concurrency {
+		if x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c); ok {
+			out = append(out, Target{fmt.Sprintf("Execute ≥ 85%% of the minimal forwarder, concurrency %d", c), fmt.Sprintf("%.1f%%", 100*x), yesNo(x >= 0.85)})
+		}
+	}
+	for _, p := range r.Parked {
+		out = append(out,
+			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (Go heap)", p.Calls), fmtBytes(p.HeapPerCall()), yesNo(p.HeapPerCall() <= 20*1024)},
+			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (RSS)", p.Calls), fmtBytes(p.RSSPerCall()), yesNo(p.RSSPerCall() <= 20*1024)},
+			Target{fmt.Sprintf("%d parked calls: goroutines back to baseline", p.Calls),
+				fmt.Sprintf("%.0f before, %.0f parked, %.0f after", p.Before.Goroutines, p.Parked.Goroutines, p.After.Goroutines), yesNo(p.After.Goroutines <= p.Before.Goroutines)},
+		)
+	}
+	return out
+}
+
+func (r *Report) quotaStyles() []fakeprovider.Style {
+	var out []fakeprovider.Style
+	seen := map[fakeprovider.Style]bool{}
+	for _, q := range r.QuotaRes {
+		if !seen[q.Style] {
+			seen[q.Style] = true
+			out = append(out, q.Style)
+		}
+	}
+	return out
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func fmtBytes(b float64) string {
+	switch {
+	case math.IsNaN(b):
+		return "n/a"
+	case math.Abs(b) >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", b/(1<<30))
+	case math.Abs(b) >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case math.Abs(b) >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
+
+// QuotaTable is the quota-citizenship table.
+func (r *Report) QuotaTable() string {
+	var b strings.Builder
+	p := r.Quota
+	fmt.Fprintf(&b, "Quota citizenship: C=%d callers, Q=%d calls per W=%v window, %d windows (quota %d).\n\n",
+		p.Callers, p.Quota, p.Window, p.Windows, p.Quota*p.Windows)
+	b.WriteString("| style | row | callers | goodput | refused / window (max) | early sends | accepted | refused | caller calls | call outcomes |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, q := range r.QuotaRes {
+		if q.Err != "" {
+			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | |\n", q.Style, q.Row, q.Row.Describe(), q.Err)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f (%d) | %d | %d | %d | %d | %s |\n",
+			q.Style, q.Row, q.Row.Describe(), pct(q.Goodput()), q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early,
+			q.Stats.Accepted, q.Stats.Refused, q.Calls, outcomeSummary(q.Outcomes))
+	}
+	return b.String()
+}
+
+// ComparisonTable holds the side-by-side ratios of the quota scenario.
+func (r *Report) ComparisonTable() string {
+	var b strings.Builder
+	b.WriteString("| style | refusals: a over b | refusals: d over c | goodput: d over c | early sends: a, b, c, d |\n")
+	b.WriteString("|---|---:|---:|---:|---|\n")
+	for _, st := range r.quotaStyles() {
+		a, oka := r.quotaResult(st, RowRetryableHTTP)
+		bb, okb := r.quotaResult(st, RowOneBroker)
+		c, okc := r.quotaResult(st, RowRedis3)
+		d, okd := r.quotaResult(st, RowMemory3)
+		ab, dc, gdc := "–", "–", "–"
+		if oka && okb {
+			ab, _ = wasteRatio(a.Waste(), bb.Waste())
+		}
+		if okc && okd {
+			dc, _ = wasteRatio(d.Waste(), c.Waste())
+			if c.Goodput() > 0 {
+				gdc = fmt.Sprintf("%.2f× (%s vs %s)", d.Goodput()/c.Goodput(), pct(d.Goodput()), pct(c.Goodput()))
+			}
+		}
+		early := []string{}
+		for _, x := range []struct {
+			q  QuotaResult
+			ok bool
+		}{{a, oka}, {bb, okb}, {c, okc}, {d, okd}} {
+			if x.ok {
+				early = append(early, fmt.Sprint(x.q.Stats.Early))
+			} else {
+				early = append(early, "–")
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", st, ab, dc, gdc, strings.Join(early, ", "))
+	}
+	return b.String()
+}
+
+// OverheadTable is the overhead table, with ratios to the baselines.
+func (r *Report) OverheadTable() string {
+	var b strings.Builder
+	p := r.Overhead
+	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level.\n\n", p.Rounds, p.Round)
+	b.WriteString("| call | concurrency | variant | calls/s | p50 | p99 | throughput ratio |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|---|\n")
+	for _, o := range r.OverRes {
+		ratio := ""
+		switch o.Variant {
+		case VarClassify:
+			if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, o.Concurrency); ok {
+				ratio = fmt.Sprintf("%.1f%% of empty handler", 100*x)
+			}
+		case VarExecute:
+			if x, ok := r.ThroughputRatio(VarExecute, VarForwarder, o.Concurrency); ok {
+				ratio = fmt.Sprintf("%.1f%% of forwarder", 100*x)
+			}
+			if x, ok := r.ThroughputRatio(VarExecute, VarDirect, o.Concurrency); ok {
+				ratio += fmt.Sprintf(", %.1f%% of direct HTTP", 100*x)
+			}
+		case VarForwarder:
+			if x, ok := r.ThroughputRatio(VarForwarder, VarDirect, o.Concurrency); ok {
+				ratio = fmt.Sprintf("%.1f%% of direct HTTP", 100*x)
+			}
+		}
+		errs := ""
+		if o.Errors > 0 {
+			errs = fmt.Sprintf(" (%d errors)", o.Errors)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s%s | %.0f | %s | %s | %s |\n", o.Group, o.Concurrency, o.Variant, errs, o.Throughput, fmtDur(o.P50), fmtDur(o.P99), ratio)
+	}
+	return b.String()
+}
+
+// ParkedTable is the parked-calls table.
+func (r *Report) ParkedTable() string {
+	var b strings.Builder
+	b.WriteString("| parked calls | parked when sampled | heap in use: before → parked | heap / parked call | RSS: before → parked | RSS / parked call | goroutines: before → parked → after | goroutines / call | calls OK | errors | time to park all |\n")
+	b.WriteString("|---:|---:|---|---:|---|---:|---|---:|---:|---:|---:|\n")
+	for _, p := range r.Parked {
+		fmt.Fprintf(&b, "| %d | %.0f | %s → %s | %s | %s → %s | %s | %.0f → %.0f → %.0f | %.2f | %d | %d | %s |\n",
+			p.Calls, p.Parked.Waiting, fmtBytes(p.Before.HeapInuse), fmtBytes(p.Parked.HeapInuse), fmtBytes(p.HeapPerCall()),
+			fmtBytes(float64(p.Before.RSS)), fmtBytes(float64(p.Parked.RSS)), fmtBytes(p.RSSPerCall()),
+			p.Before.Goroutines, p.Parked.Goroutines, p.After.Goroutines, p.GoroutinesPerCall(), p.Succeeded, p.Errors, fmtDur(p.IssueTime))
+	}
+	return b.String()
+}
+
+// ScaleTables are the configuration-load and Redis-operations tables.
+func (r *Report) ScaleTables() string {
+	var b strings.Builder
+	if len(r.Config) > 0 {
+		b.WriteString("| tenants | file size | load (median) | loads | heap retained | per tenant | allocated per load |\n")
+		b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, c := range r.Config {
+			fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s |\n", c.Tenants, fmtBytes(float64(c.FileBytes)), fmtDur(c.Load), c.Loads,
+				fmtBytes(float64(c.Retained)), fmtBytes(float64(c.Retained)/float64(c.Tenants)), fmtBytes(float64(c.Allocated)))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.RedisOps) > 0 {
+		b.WriteString("| Execute through a broker with --redis | calls | attempts | Redis commands / Execute | round trips / Execute | commands (all calls) |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---|\n")
+		for _, x := range r.RedisOps {
+			cpe, rpe := x.PerExecute()
+			var keys []string
+			for k := range x.ByCommand {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s %d", k, x.ByCommand[k]))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.2f | %s |\n", x.Case, x.Executes, x.Attempts, cpe, rpe, strings.Join(parts, ", "))
+		}
+	}
+	return b.String()
+}
+
+// TargetTable lists the targets with their measured figures.
+func (r *Report) TargetTable() string {
+	var b strings.Builder
+	b.WriteString("| target | measured | met |\n|---|---|---|\n")
+	for _, t := range r.Targets() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, t.Met)
+	}
+	return b.String()
+}
+
+// Markdown is the printed summary: every table.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	if r.Quick {
+		b.WriteString("_Quick smoke run: the numbers are not meant to be quoted._\n\n")
+	}
+	sections := []struct {
+		title string
+		body  string
+		show  bool
+	}{
+		{"Targets", r.TargetTable(), true},
+		{"Quota citizenship", r.QuotaTable(), len(r.QuotaRes) > 0},
+		{"Quota citizenship: side-by-side ratios", r.ComparisonTable(), len(r.QuotaRes) > 0},
+		{"Overhead", r.OverheadTable(), len(r.OverRes) > 0},
+		{"Parked calls", r.ParkedTable(), len(r.Parked) > 0},
+		{"Scale", r.ScaleTables(), len(r.Config)+len(r.RedisOps) > 0},
+	}
+	for _, s := range sections {
+		if s.show {
+			fmt.Fprintf(&b, "### %s\n\n%s\n", s.title, s.body)
+		}
+	}
+	if len(r.Errors) > 0 {
+		b.WriteString("### Errors\n\n")
+		for _, e := range r.Errors {
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,268 @@
+// Package suite is the retry broker's benchmark suite: it measures, in one
+// run on one machine, how much of a provider's quota the broker spends on
+// calls that will be refused (against callers retrying on their own), and
+// what it costs to go through it (against an empty gRPC handler, a minimal
+// forwarder and direct HTTP), plus parked-call memory and scale figures.
+//
+// Every process and every request stays on 127.0.0.1, and every request
+// loop is bounded in count and time. Run it with
+//
+//	go run ./bench/cmd/benchsuite
+//
+// which prints a markdown table and writes docs/benchmarks.md and the PNG
+// charts in docs/benchmarks/.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/retrybroker/retrybroker/bench/fakeprovider"
+)
+
+// Options configure a run.
+type Options struct {
+	// Quick runs a short smoke version of every scenario (seconds, not
+	// minutes). Its numbers are not meant to be quoted.
+	Quick bool
+	// BrokerBin is the broker binary; empty builds ./cmd/broker of the
+	// module at ModuleRoot into a temporary directory.
+	BrokerBin string
+	// ModuleRoot is the repository root (for building the broker and for
+	// relative output paths); empty means the current directory.
+	ModuleRoot string
+	// RedisServer is the redis-server binary; empty looks it up on PATH.
+	RedisServer string
+	// DocPath is the markdown report to write (e.g. docs/benchmarks.md);
+	// empty writes none.
+	DocPath string
+	// ChartDir is where PNG charts go (e.g. docs/benchmarks); empty draws none.
+	ChartDir string
+	// Command is the command line to print as "reproduce with".
+	Command string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// TraceDir, when set, receives one CSV file per quota row with every
+	// arrival at the fake provider (for investigations).
+	TraceDir string
+	// Styles, when not empty, limits the quota scenario to these styles.
+	Styles []string
+	// Only, when not empty, limits the run to these scenarios: "quota",
+	// "overhead", "parked", "scale".
+	Only []string
+}
+
+// Report is everything a run measured.
+type Report struct {
+	Quick    bool
+	Machine  Machine
+	Started  time.Time
+	Elapsed  time.Duration
+	Command  string
+	Quota    QuotaParams
+	QuotaRes []QuotaResult
+	Overhead OverheadParams
+	OverRes  []OverheadResult
+	Parked   []ParkedResult
+	Config   []ConfigResult
+	RedisOps []RedisOpsResult
+	// Errors are scenario failures; the rest of the report stands.
+	Errors []string
+}
+
+type suite struct {
+	opts      Options
+	brokerBin string
+	tmp       string
+	log       io.Writer
+	logMu     sync.Mutex
+
+	redisOnce sync.Once
+	redisSrv  *redisServer
+	redisErr  error
+}
+
+func (s *suite) logf(format string, args ...any) {
+	if s.log == nil {
+		return
+	}
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	fmt.Fprintf(s.log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+// redis starts the suite's redis-server on first use.
+func (s *suite) redis(ctx context.Context) (*redisServer, error) {
+	s.redisOnce.Do(func() {
+		dir := filepath.Join(s.tmp, "redis")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			s.redisErr = err
+			return
+		}
+		s.redisSrv, s.redisErr = startRedis(ctx, s.opts.RedisServer, dir)
+	})
+	return s.redisSrv, s.redisErr
+}
+
+// Params returns the scenario sizes for a full or a quick run.
+func Params(quick bool) (QuotaParams, OverheadParams, ParkedParams, ScaleParams) {
+	if quick {
+		return QuotaParams{
+				Callers: 4, Quota: 10, Window: time.Second, Windows: 2, MaxCallsPerCaller: 2000,
+				Cases: []QuotaCase{
+					{fakeprovider.GitHub, RowRetryableHTTP}, {fakeprovider.GitHub, RowOneBroker},
+					{fakeprovider.GitHub, RowRedis3}, {fakeprovider.GitHub, RowMemory3},
+					{fakeprovider.Azure, RowOneBroker}, {fakeprovider.Jira, RowOneBroker},
+				},
+			}, OverheadParams{
+				Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000,
+			}, ParkedParams{
+				Calls: []int{200}, Conns: 2, Hold: 2 * time.Second,
+			}, ScaleParams{
+				Tenants: []int{1, 1000}, RedisExecutes: 20,
+			}
+	}
+	var cases []QuotaCase
+	for _, st := range fakeprovider.Styles {
+		for _, r := range []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3} {
+			cases = append(cases, QuotaCase{st, r})
+		}
+	}
+	return QuotaParams{
+			Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 4, MaxCallsPerCaller: 200_000,
+			Cases: cases,
+		}, OverheadParams{
+			Concurrency: []int{1, 16, 256}, Rounds: 10, Round: 300 * time.Millisecond, MaxCallsPerRound: 2_000_000,
+		}, ParkedParams{
+			Calls: []int{1000, 10_000}, Conns: 8, Hold: 0,
+		}, ScaleParams{
+			Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500,
+		}
+}
+
+// Run runs the suite and writes the report and charts. It returns the
+// report even when some scenarios failed (their errors are in it); the
+// error is non-nil when the run could not start or the outputs could not
+// be written.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	root := o.ModuleRoot
+	if root == "" {
+		root = "."
+	}
+	tmp, err := os.MkdirTemp("", "benchsuite")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	s := &suite{opts: o, tmp: tmp, log: o.Log, brokerBin: o.BrokerBin}
+	defer func() {
+		if s.redisSrv != nil {
+			s.redisSrv.stop(2 * time.Second)
+		}
+	}()
+	rep := &Report{Quick: o.Quick, Machine: machineInfo(root), Started: time.Now(), Command: o.Command}
+	if s.brokerBin == "" {
+		s.logf("building the broker (go build ./cmd/broker)")
+		s.brokerBin, err = buildBroker(ctx, root, tmp)
+		if err != nil {
+			return nil, err
+		}
+	}
+	qp, op, pp, sp := Params(o.Quick)
+	if len(o.Styles) > 0 {
+		var keep []QuotaCase
+		for _, c := range qp.Cases {
+			for _, st := range o.Styles {
+				if string(c.Style) == st {
+					keep = append(keep, c)
+				}
+			}
+		}
+		qp.Cases = keep
+	}
+	rep.Quota, rep.Overhead = qp, op
+	want := func(name string) bool {
+		if len(o.Only) == 0 {
+			return true
+		}
+		for _, n := range o.Only {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	if want("quota") {
+		rep.QuotaRes = s.quotaRun(ctx, qp)
+		for _, r := range rep.QuotaRes {
+			if r.Err != "" {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("quota %s/%s: %s", r.Style, r.Row, r.Err))
+			}
+		}
+	}
+	if want("overhead") && ctx.Err() == nil {
+		res, err := s.overheadRun(ctx, op)
+		rep.OverRes = res
+		if err != nil {
+			rep.Errors = append(rep.Errors, "overhead: "+err.Error())
+		}
+	}
+	if want("parked") && ctx.Err() == nil {
+		res, err := s.parkedRun(ctx, pp)
+		rep.Parked = res
+		if err != nil {
+			rep.Errors = append(rep.Errors, "parked: "+err.Error())
+		}
+	}
+	if want("scale") && ctx.Err() == nil {
+		cr, err := s.configRun(ctx, sp)
+		rep.Config = cr
+		if err != nil {
+			rep.Errors = append(rep.Errors, "config load: "+err.Error())
+		}
+		rr, err := s.redisOpsRun(ctx, sp)
+		rep.RedisOps = rr
+		if err != nil {
+			rep.Errors = append(rep.Errors, "redis ops: "+err.Error())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		rep.Errors = append(rep.Errors, "interrupted: "+err.Error())
+	}
+	rep.Elapsed = time.Since(rep.Started)
+
+	var werr error
+	if o.ChartDir != "" {
+		if err := os.MkdirAll(o.ChartDir, 0o755); err != nil {
+			werr = errors.Join(werr, err)
+		} else if err := drawCharts(rep, o.ChartDir); err != nil {
+			werr = errors.Join(werr, fmt.Errorf("charts: %w", err))
+		}
+	}
+	if o.DocPath != "" {
+		if err := os.MkdirAll(filepath.Dir(o.DocPath), 0o755); err != nil {
+			werr = errors.Join(werr, err)
+		} else if err := os.WriteFile(o.DocPath, []byte(rep.Document(chartLinks(o))), 0o644); err != nil {
+			werr = errors.Join(werr, err)
+		}
+	}
+	return rep, werr
+}
+
+// chartLinks returns the chart directory relative to the document, for links.
+func chartLinks(o Options) string {
+	if o.ChartDir == "" || o.DocPath == "" {
+		return ""
+	}
+	rel, err := filepath.Rel(filepath.Dir(o.DocPath), o.ChartDir)
+	if err != nil {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
