@@ -78,8 +78,10 @@ func (r *Report) Targets() []Target {
 			}
 			out = append(out,
 				Target{fmt.Sprintf("%s row %s (%s): goodput ≥ 95%% of the quota", st, row, row.Describe()), pct(q.Goodput()), yesNo(q.Goodput() >= 0.95)},
-				Target{fmt.Sprintf("%s row %s: ≤ 1 refused call per gate per window", st, row),
-					fmt.Sprintf("max %d in a window, %.2f per window on average", q.Stats.MaxRefusedInAWindow(), q.Waste()), yesNo(q.Stats.MaxRefusedInAWindow() <= 1)},
+				Target{
+					fmt.Sprintf("%s row %s: ≤ 1 refused call per gate per window", st, row),
+					fmt.Sprintf("max %d in a window, %.2f per window on average", q.Stats.MaxRefusedInAWindow(), q.Waste()), yesNo(q.Stats.MaxRefusedInAWindow() <= 1),
+				},
 				Target{fmt.Sprintf("%s row %s: zero early sends", st, row), fmt.Sprint(q.Stats.Early), yesNo(q.Stats.Early == 0)},
 			)
 		}
@@ -104,8 +106,10 @@ func (r *Report) Targets() []Target {
 		out = append(out,
 			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (Go heap)", p.Calls), fmtBytes(p.HeapPerCall()), yesNo(p.HeapPerCall() <= 20*1024)},
 			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (RSS)", p.Calls), fmtBytes(p.RSSPerCall()), yesNo(p.RSSPerCall() <= 20*1024)},
-			Target{fmt.Sprintf("%d parked calls: goroutines back to baseline", p.Calls),
-				fmt.Sprintf("%.0f before, %.0f parked, %.0f after", p.Before.Goroutines, p.Parked.Goroutines, p.After.Goroutines), yesNo(p.After.Goroutines <= p.Before.Goroutines)},
+			Target{
+				fmt.Sprintf("%d parked calls: goroutines back to baseline", p.Calls),
+				fmt.Sprintf("%.0f before, %.0f parked, %.0f after", p.Before.Goroutines, p.Parked.Goroutines, p.After.Goroutines), yesNo(p.After.Goroutines <= p.Before.Goroutines),
+			},
 		)
 	}
 	return out
