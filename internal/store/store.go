@@ -125,7 +125,7 @@ type Observation struct {
 	//     the count only goes down within a window; the known reset becomes
 	//     the later of the two. Window identity stays anchored to the first
 	//     reset seen, so resets that drift forward (rolling windows) start a
-	//     new window at least once per QuotaWindowTolerance.
+	//     new window once they are more than QuotaWindowTolerance past it.
 	//   - A Reset not after Now (the window already reset) clears the known
 	//     quota, unless it is earlier than the known window's by more than
 	//     QuotaWindowTolerance: such a response comes late from an older
