@@ -384,8 +384,11 @@ func (r *Runner) storeCtx(ctx context.Context, c *Call) (context.Context, contex
 
 // complete ends an admitted attempt, even when the caller's context is
 // already canceled, and reports whether a retry may be spent.
+//
+// A call the store did not register (empty ticket) with nothing to record
+// and no retry to pay for needs no round trip at all.
 func (r *Runner) complete(ctx context.Context, c *Call, gate store.GateKey, t store.Ticket, obs store.Observation, spend bool) (bool, error) {
-	if r.Store == nil {
+	if r.Store == nil || (t.ID == "" && obs.CloseUntil.IsZero() && !obs.HasQuota && !spend) {
 		return true, nil
 	}
 	sctx, cancel := r.storeCtx(context.WithoutCancel(ctx), c)

@@ -18,7 +18,10 @@ import (
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
+	"github.com/retrybroker/retrybroker/internal/store/redisstore"
+	"github.com/retrybroker/retrybroker/internal/store/redistest"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
@@ -161,6 +164,52 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkExecuteStore compares Execute with the memory store and with the
+// Redis store (a real redis-server, through the same Fallback the broker
+// uses) in one run. Each Execute is one attempt here: Admit + Complete.
+func BenchmarkExecuteStore(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
+	rs, err := redisstore.New(context.Background(), redistest.Start(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	stores := []struct {
+		name string
+		st   store.Store
+	}{
+		{"memory", memstore.New()},
+		{"redis", store.NewFallback(rs, memstore.New())},
+	}
+	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
+	for _, s := range stores {
+		defer s.st.Close()
+		b.Run(s.name, func(b *testing.B) {
+			tr := egress.NewTransport(egress.ClientConfig{MaxIdleConnsPerHost: 64})
+			defer tr.CloseIdleConnections()
+			exec := &server.Executor{Runner: &engine.Runner{Store: s.st}, Transport: tr}
+			client := benchServe(b, server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)))
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Execute(context.Background(), req)
+					if err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
+						b.Errorf("execute: %v %v", err, resp.GetOutcome())
+						return
+					}
+				}
+			})
+			if fb, ok := s.st.(*store.Fallback); ok && fb.Degraded() {
+				b.Fatal("the Redis store degraded during the benchmark: the figure would be the memory store's")
+			}
 		})
 	}
 }

@@ -241,7 +241,7 @@ func executeError(err error) error {
 		}
 		return st.Err()
 	case errors.As(err, &se):
-		return status.Error(codes.Unavailable, "shared state is unavailable and the policy fails closed; try again later")
+		return status.Error(codes.Unavailable, "shared state (cooldown gates, budgets, pacing) is unavailable; try again later")
 	}
 	if s := contextStatus(err); s != nil {
 		return s
