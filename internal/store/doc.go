@@ -23,11 +23,9 @@
 //
 // # Quotas and the in-flight rule
 //
-// Admit registers each admitted attempt as in flight on its gate until
-// Complete (or until its ticket expires, [DefaultTicketTTL], when a broker
-// crashed). Many providers report their remaining quota and its reset time
-// on every response; the broker keeps the goal of at most one refused call
-// per gate per quota window with two rules:
+// Many providers report their remaining quota and its reset time on every
+// response; the broker keeps the goal of at most one refused call per gate
+// per quota window with two rules:
 //
 //   - When a response reports a remaining count that is at most the number
 //     of other attempts still in flight on the gate, the gate closes until
@@ -39,6 +37,29 @@
 //     flight thus counts against the known remaining count, so a burst of
 //     Admits between two responses never goes beyond it. An attempt
 //     completed without a response gives its share back.
+//
+// Both rules count attempts in flight only on a gate with a known quota (a
+// remaining count whose window has not reset), so that is the only case in
+// which Admit registers an attempt as in flight: until Complete, or until
+// its ticket expires ([DefaultTicketTTL]) when a broker crashed. On any
+// other gate Admit registers nothing and returns an empty Ticket, and an
+// attempt whose response reports nothing about the gate and that spends no
+// retry needs no Complete: one round trip per attempt.
+//
+// As a consequence, attempts admitted while the gate had no known quota
+// (the first burst of a window, sent before any response reported a
+// remaining count, or any attempt after the known reset passed) are never
+// counted in flight, even when a response makes the quota known while they
+// are still out. The first burst of a window was already unbounded, and
+// the limit stays the same: the attempts sent beyond a window's quota are
+// at most those admitted before the quota was known (when every response
+// reports the quota; an attempt that fails in transit after the provider
+// counted it gives its share back all the same). What changes is how
+// that allowance is used: the burst no longer holds shares of the remaining
+// count once it is known, so the first response does not close the gate
+// because of it, and Admit may admit up to that many more attempts than
+// the provider will take, where it used to refuse them in advance. From
+// the first known quota on, every admitted attempt is counted.
 //
 // The known quota follows the responses: a later window (a reset more than
 // [QuotaWindowTolerance] after the known one) replaces it; within the same

@@ -93,7 +93,9 @@ func WithProbeBackoff(minWait, maxWait time.Duration) FallbackOption {
 // Tickets record which backend issued them, and Complete goes to that
 // backend. Completing a primary ticket while degraded applies the
 // observation and budget locally; the primary's registration then ages out
-// after its ticket TTL. Gate closings the primary reports are mirrored into
+// after its ticket TTL. An empty ticket (nothing registered) stays empty,
+// and Complete with it goes where a call without a ticket would: to the
+// primary while healthy, to local state while degraded. Gate closings the primary reports are mirrored into
 // local state, so gates closed before an outage stay closed during it. This
 // includes gates closed because the known quota is used up by the calls in
 // flight: locally such a gate stays closed until the quota's reset, since
@@ -157,7 +159,7 @@ func (f *Fallback) Admit(ctx context.Context, req AdmitRequest) (Admission, erro
 		a, err := f.primary.Admit(pctx, req)
 		cancel()
 		if err == nil {
-			if a.Ticket.ID != "" {
+			if a.Ticket.ID != "" { // an empty ticket stays empty
 				a.Ticket.ID = primaryTicket + a.Ticket.ID
 			}
 			f.mirror(ctx, req.Gate, a.GateClosedUntil, req.Now)
@@ -181,7 +183,8 @@ func (f *Fallback) Admit(ctx context.Context, req AdmitRequest) (Admission, erro
 }
 
 // Complete implements Store. A ticket goes back to the backend that issued
-// it.
+// it; an empty ticket goes to the primary while healthy, to local state
+// while degraded.
 func (f *Fallback) Complete(ctx context.Context, req CompleteRequest) (CompleteResult, error) {
 	if id, ok := strings.CutPrefix(req.Ticket.ID, localTicket); ok {
 		req.Ticket.ID = id

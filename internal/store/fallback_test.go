@@ -194,6 +194,11 @@ func TestFallbackTicketsGoHome(t *testing.T) {
 	ctx := context.Background()
 	reset := t0.Add(time.Minute)
 
+	// A known quota (mirrored locally), so that both backends register
+	// attempts and issue tickets.
+	if _, err := f.Observe(ctx, gate, store.Observation{HasQuota: true, Remaining: 100, Reset: reset}, t0); err != nil {
+		t.Fatal(err)
+	}
 	a1, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0})
 	if err != nil || !strings.HasPrefix(a1.Ticket.ID, "p") {
 		t.Fatalf("healthy Admit = %+v, %v; want a primary ticket", a1, err)
@@ -488,6 +493,10 @@ func TestFallbackRedisHang(t *testing.T) {
 	t.Cleanup(func() { _ = f.Close() })
 	tr := watch(f)
 	ctx := context.Background()
+	// A known quota, so that Admit registers attempts and issues tickets.
+	if _, err := f.Observe(ctx, gate, store.Observation{HasQuota: true, Remaining: 100, Reset: t0.Add(time.Hour)}, t0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -528,14 +537,13 @@ func TestFallbackMirrorsQuota(t *testing.T) {
 	}
 	// A gate closed by the known quota: 2 left, two calls in flight.
 	g2 := store.GateKey{Tenant: "acme", Scope: "gitlab"}
-	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !a.Admitted() {
-		t.Fatalf("Admit = %+v, %v", a, err)
-	}
 	if until, err := f.Observe(ctx, g2, quota(2), t0); err != nil || !until.IsZero() {
 		t.Fatalf("Observe = %v, %v", until, err)
 	}
-	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !a.Admitted() {
-		t.Fatalf("Admit = %+v, %v", a, err)
+	for range 2 {
+		if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !strings.HasPrefix(a.Ticket.ID, "p") {
+			t.Fatalf("Admit = %+v, %v; want a primary ticket", a, err)
+		}
 	}
 	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: t0}); err != nil || !a.GateClosedUntil.Equal(reset) {
 		t.Fatalf("Admit = %+v, %v; want closed by the known quota", a, err)
@@ -559,5 +567,94 @@ func TestFallbackMirrorsQuota(t *testing.T) {
 	}
 	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g2, Now: reset}); err != nil || !a.Admitted() {
 		t.Fatalf("Admit on g2 at the reset = %+v, %v", a, err)
+	}
+}
+
+// counting is a memory store that counts the calls it serves.
+type counting struct {
+	*memstore.Store
+	completes atomic.Int64
+	last      atomic.Value // the last CompleteRequest.Ticket.ID
+}
+
+func (c *counting) Complete(ctx context.Context, req store.CompleteRequest) (store.CompleteResult, error) {
+	c.completes.Add(1)
+	c.last.Store(req.Ticket.ID)
+	return c.Store.Complete(ctx, req)
+}
+
+// TestFallbackEmptyTickets checks that an Admit that registered nothing
+// gives an empty ticket from either backend (no backend prefix), and that
+// Complete with an empty ticket goes to the primary while healthy and to
+// local state while degraded, applying the observation and the budget.
+func TestFallbackEmptyTickets(t *testing.T) {
+	p := newSwitchable()
+	local := &counting{Store: memstore.New()}
+	f := store.NewFallback(p, local, store.WithProbeBackoff(time.Millisecond, 5*time.Millisecond))
+	t.Cleanup(func() { _ = f.Close() })
+	tr := watch(f)
+	ctx := context.Background()
+	reset := t0.Add(time.Minute)
+	budget := store.BudgetConfig{FloorPerSecond: 1, Window: time.Second}
+
+	// Healthy, no known quota: an empty ticket.
+	a, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0})
+	if err != nil || !a.Admitted() || a.Ticket.ID != "" {
+		t.Fatalf("healthy Admit without a known quota = %+v, %v; want admitted with an empty ticket", a, err)
+	}
+	// Its Complete goes to the primary: the observation and the budget
+	// apply there (and the quota is mirrored locally, not completed there).
+	before := p.calls.Load()
+	r, err := f.Complete(ctx, store.CompleteRequest{Gate: gate, Obs: store.Observation{HasQuota: true, Remaining: 1, Reset: reset}, SpendRetry: true, Budget: budget, Now: t0})
+	if err != nil || !r.RetryAllowed || !r.GateClosedUntil.IsZero() {
+		t.Fatalf("healthy empty-ticket Complete = %+v, %v", r, err)
+	}
+	if p.calls.Load() != before+1 || local.completes.Load() != 0 {
+		t.Fatalf("healthy empty-ticket Complete: %d primary calls, %d local Completes; want 1 and 0", p.calls.Load()-before, local.completes.Load())
+	}
+	if r, err := f.Complete(ctx, store.CompleteRequest{Gate: gate, SpendRetry: true, Budget: budget, Now: t0}); err != nil || r.RetryAllowed {
+		t.Fatalf("second retry of a floor of 1 = %+v, %v; want refused by the primary's budget", r, err)
+	}
+	// The primary now knows the quota (1 left): Admit registers there.
+	a, err = f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0})
+	if err != nil || !strings.HasPrefix(a.Ticket.ID, "p") {
+		t.Fatalf("healthy Admit with a known quota = %+v, %v; want a primary ticket", a, err)
+	}
+
+	// Degraded, on a gate without a known quota: an empty local ticket.
+	p.down.Store(true)
+	g := store.GateKey{Tenant: "acme", Scope: "gitlab"}
+	a, err = f.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0})
+	if err != nil || !a.Admitted() || a.Ticket.ID != "" {
+		t.Fatalf("degraded Admit without a known quota = %+v, %v; want admitted with an empty ticket", a, err)
+	}
+	tr.wait(t, true, time.Second)
+	// Its Complete goes to local state, which then knows the quota.
+	before = p.calls.Load()
+	r, err = f.Complete(ctx, store.CompleteRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 1, Reset: reset}, SpendRetry: true, Budget: budget, Now: t0})
+	if err != nil || !r.RetryAllowed || !r.GateClosedUntil.IsZero() {
+		t.Fatalf("degraded empty-ticket Complete = %+v, %v", r, err)
+	}
+	if p.calls.Load() != before || local.completes.Load() != 1 || local.last.Load() != "" {
+		t.Fatalf("degraded empty-ticket Complete: %d primary calls, %d local Completes (ticket %q); want 0, 1 and empty",
+			p.calls.Load()-before, local.completes.Load(), local.last.Load())
+	}
+	a, err = f.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0})
+	if err != nil || !strings.HasPrefix(a.Ticket.ID, "l") {
+		t.Fatalf("degraded Admit with a known local quota = %+v, %v; want a local ticket", a, err)
+	}
+	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || !a.GateClosedUntil.Equal(reset) {
+		t.Fatalf("degraded Admit = %+v, %v; want closed by the local quota", a, err)
+	}
+
+	// Back to healthy: an empty ticket goes to the primary again.
+	p.down.Store(false)
+	tr.wait(t, false, time.Second)
+	before = p.calls.Load()
+	if _, err := f.Complete(ctx, store.CompleteRequest{Gate: g, SpendRetry: true, Budget: budget, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if p.calls.Load() != before+1 || local.completes.Load() != 1 {
+		t.Fatalf("empty-ticket Complete after recovery: %d primary calls, %d local Completes; want 1 and 1", p.calls.Load()-before, local.completes.Load())
 	}
 }

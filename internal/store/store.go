@@ -82,20 +82,30 @@ type Admission struct {
 	// calls) or would have had to wait (PaceDenied). Zero without pacing.
 	PaceWait time.Duration
 	// Ticket identifies the in-flight registration of an admitted attempt;
-	// pass it to Complete. Valid when the gate was open and pacing admitted.
-	// An admitted attempt that is then not sent (for example because the
-	// caller's deadline would pass during PaceWait) must still be Completed,
-	// with an empty Observation.
+	// empty when nothing was registered; Complete is then needed only to
+	// record an observation or spend a retry.
+	//
+	// An admitted attempt is registered only when its gate has a known
+	// quota (a remaining count whose window has not reset, see
+	// [Observation.HasQuota]): that is the only case in which calls in
+	// flight are counted. Refused attempts never get a ticket.
+	//
+	// An admitted attempt with a non-empty Ticket that is then not sent (for
+	// example because the caller's deadline would pass during PaceWait) must
+	// still be Completed, with an empty Observation, to give its share of
+	// the known quota back.
 	Ticket Ticket
 }
 
 // Admitted reports whether the attempt may be sent (after PaceWait).
 func (a Admission) Admitted() bool { return a.GateClosedUntil.IsZero() && !a.PaceDenied }
 
-// Ticket is an opaque in-flight registration. The zero Ticket registers
-// nothing; completing it only applies the observation and the budget.
+// Ticket is an opaque in-flight registration. The zero Ticket (empty ID)
+// stands for no registration: Admit returns it when it registered nothing,
+// and completing it only applies the observation and the budget.
 type Ticket struct {
-	// ID identifies the registration; opaque, at most a few dozen bytes.
+	// ID identifies the registration; opaque, at most a few dozen bytes;
+	// empty for none.
 	ID string
 }
 
@@ -112,7 +122,8 @@ type Observation struct {
 	// Two things follow from a quota. First, when Remaining is at most the
 	// number of other calls in flight on the gate, the gate closes until
 	// Reset (if Reset is after Now), as with CloseUntil: those calls will
-	// use up what is left.
+	// use up what is left. Only registered calls count as in flight: those
+	// admitted while the gate had a known quota (see [Admission.Ticket]).
 	//
 	// Second, the store keeps the gate's last known quota (remaining count
 	// and reset), which [Store.Admit] checks against the calls in flight:
@@ -143,7 +154,8 @@ type Observation struct {
 type CompleteRequest struct {
 	// Gate is the gate the attempt was admitted on.
 	Gate GateKey
-	// Ticket is Admission.Ticket; the zero Ticket ends nothing.
+	// Ticket is Admission.Ticket; the zero Ticket ends nothing (the
+	// observation and the budget still apply).
 	Ticket Ticket
 	// Obs is what the response said about the gate; zero for none (a
 	// transport error, or an attempt that was not sent).
@@ -174,9 +186,13 @@ type CompleteResult struct {
 // an unreachable backend is reported as an error wrapping [ErrUnavailable].
 type Store interface {
 	// Admit checks the gate and pacing for one attempt and, when both allow
-	// it, registers it as in flight. One round trip. The gate is checked
-	// first: a closed gate reserves no pacing slot, counts no request and
-	// registers nothing.
+	// it and the gate has a known quota (a remaining count whose window has
+	// not reset), registers it as in flight and returns a non-empty
+	// [Admission.Ticket]. Without a known quota nothing is registered and
+	// the Ticket is empty: Complete is then needed only to record an
+	// observation or spend a retry, so an attempt with neither costs this
+	// one round trip. The gate is checked first: a closed gate reserves no
+	// pacing slot, counts no request and registers nothing.
 	//
 	// The gate is closed while its closed-until time (CloseUntil hints and
 	// the in-flight rule of [Observation.HasQuota]) is after Now, and also
@@ -188,11 +204,15 @@ type Store interface {
 	// never exceeds the last known remaining count. A call completed
 	// without an observation (not sent, transport error) gives its share
 	// back. Once the known reset passes, the quota is ignored (calls are
-	// admitted freely) until a new observation arrives.
+	// admitted freely, and not registered) until a new observation
+	// arrives. Calls admitted without a known quota never count as in
+	// flight, even once a quota becomes known while they are still out;
+	// the package documentation ("Quotas and the in-flight rule") says
+	// what that costs.
 	Admit(ctx context.Context, req AdmitRequest) (Admission, error)
-	// Complete ends an attempt admitted by Admit. One round trip. An
+	// Complete ends an attempt admitted by Admit. One round trip. An empty,
 	// unknown or expired ticket is not an error: the observation and the
-	// budget still apply.
+	// budget still apply, and no registration is removed.
 	Complete(ctx context.Context, req CompleteRequest) (CompleteResult, error)
 	// Observe records an observation without an admitted attempt (for
 	// ClassifyResponse callers that make their own calls) and returns the

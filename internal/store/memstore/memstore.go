@@ -140,9 +140,10 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 		s.budgetFor(req.Gate.Tenant).add(now, req.Budget.WindowSeconds(), 1, 0)
 	}
 
-	if g == nil {
-		g = &gate{}
-		s.gates[req.Gate] = g
+	// In-flight counts matter only while the gate has a known quota: only
+	// then is the attempt registered (g exists, holding that quota).
+	if g == nil || !g.quota.known(now) {
+		return adm, nil
 	}
 	if g.inflight == nil {
 		g.inflight = make(map[string]int64)
@@ -218,7 +219,9 @@ func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation,
 	g := s.gates[key]
 	var cur int64
 	if g != nil {
-		delete(g.inflight, ticket)
+		if ticket != "" {
+			delete(g.inflight, ticket)
+		}
 		cur = g.closedUntil
 	}
 	target := cur

@@ -35,12 +35,16 @@ func TestSweepBoundsGrowth(t *testing.T) {
 	t0 := storetest.T0
 	for i := range 1000 {
 		g := store.GateKey{Tenant: fmt.Sprintf("t%d", i), Scope: "github"}
+		// A known quota (for 30 s), so that the attempt is registered.
+		if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 100, Reset: t0.Add(30 * time.Second)}, t0); err != nil {
+			t.Fatal(err)
+		}
 		a, err := s.Admit(ctx, store.AdmitRequest{
 			Gate: g, PaceHost: "h", Pace: store.PaceConfig{Rate: 1},
 			FirstAttempt: true, Budget: store.DefaultBudget(), Now: t0,
 		})
-		if err != nil || !a.Admitted() {
-			t.Fatalf("Admit = %+v, %v", a, err)
+		if err != nil || !a.Admitted() || a.Ticket.ID == "" {
+			t.Fatalf("Admit = %+v, %v; want admitted and registered", a, err)
 		}
 		if i%2 == 0 { // half the tickets are never completed
 			if _, err := s.Complete(ctx, store.CompleteRequest{
@@ -73,17 +77,53 @@ func TestSweepBoundsGrowth(t *testing.T) {
 	}
 }
 
+// TestUnregisteredAdmitsKeepNoGate checks that attempts admitted on gates
+// without a known quota leave no gate behind: only pacing and budgets,
+// which expire.
+func TestUnregisteredAdmitsKeepNoGate(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	t0 := storetest.T0
+	for i := range 1000 {
+		g := store.GateKey{Tenant: fmt.Sprintf("t%d", i), Scope: "github"}
+		a, err := s.Admit(ctx, store.AdmitRequest{
+			Gate: g, PaceHost: "h", Pace: store.PaceConfig{Rate: 1},
+			FirstAttempt: true, Budget: store.DefaultBudget(), Now: t0,
+		})
+		if err != nil || !a.Admitted() || a.Ticket.ID != "" {
+			t.Fatalf("Admit = %+v, %v; want admitted with an empty ticket", a, err)
+		}
+	}
+	if n := s.Len(); n != 2000 {
+		t.Fatalf("Len = %d, want 2000 (pacing, budgets; no gates)", n)
+	}
+	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 0 {
+		t.Fatalf("Len = %d after the pacing slots passed and the budget windows slid by, want 0", n)
+	}
+}
+
 func TestWithTicketTTL(t *testing.T) {
 	s := memstore.New(memstore.WithTicketTTL(time.Second))
 	defer s.Close()
 	ctx := context.Background()
 	g := store.GateKey{Tenant: "acme"}
 	t0 := storetest.T0
-	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil {
+	reset := t0.Add(time.Hour)
+	// A known quota of 1: the attempt is registered and uses it up.
+	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 1, Reset: reset}, t0); err != nil {
 		t.Fatal(err)
 	}
-	obs := store.Observation{HasQuota: true, Remaining: 1, Reset: t0.Add(time.Hour)}
-	if until, _ := s.Observe(ctx, g, obs, t0.Add(time.Second)); !until.IsZero() {
+	if a, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || a.Ticket.ID == "" {
+		t.Fatalf("Admit = %+v, %v; want registered", a, err)
+	}
+	if until, _ := s.GateState(ctx, g, t0.Add(time.Second-time.Microsecond)); !until.Equal(reset) {
+		t.Fatal("ticket not in flight before its 1 s TTL")
+	}
+	if until, _ := s.GateState(ctx, g, t0.Add(time.Second)); !until.IsZero() {
 		t.Fatal("ticket still in flight after its 1 s TTL")
 	}
 }

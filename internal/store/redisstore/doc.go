@@ -6,7 +6,11 @@
 //
 // Admit, Complete (and Observe) and GateState each run one Lua script with
 // EVALSHA (falling back to EVAL once when the server lost its script cache),
-// so each is one atomic round trip. GateState's script only reads.
+// so each is one atomic round trip. GateState's script only reads. Admit
+// registers the attempt in the in-flight set only when the gate has a known
+// quota; otherwise it returns an empty ticket and writes no in-flight key,
+// and an attempt with nothing to observe and no retry to spend needs no
+// Complete: one round trip in all.
 //
 // # Keys
 //
@@ -43,7 +47,8 @@
 // Every key written has a TTL: a gate lives until it reopens plus a margin
 // (10 s), the quota hash until its window's reset plus the margin (it is
 // deleted early when a response reports that the window reset), the
-// in-flight set until its newest ticket expires plus the margin, the budget
+// in-flight set (written only for gates with a known quota) until its
+// newest ticket expires plus the margin, the budget
 // hash for its window plus the margin, and the pacing key until its
 // theoretical arrival time passes.
 //

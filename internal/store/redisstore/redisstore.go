@@ -231,7 +231,9 @@ func (s *Store) wrap(op string, err error) error {
 	return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
 }
 
-// Admit implements store.Store in one script call.
+// Admit implements store.Store in one script call. The ticket id is made
+// up beforehand and used only when the script registers the attempt (the
+// gate has a known quota); otherwise the Ticket is empty.
 func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
 	now := micros(req.Now)
 	window := int64(0)
@@ -250,13 +252,17 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return store.Admission{}, fmt.Errorf("redisstore: admit: %w: unexpected reply", store.ErrUnavailable)
 	}
 	wait := time.Duration(res[2]) * time.Microsecond
 	switch res[0] {
 	case 0:
-		return store.Admission{PaceWait: wait, Ticket: store.Ticket{ID: id}}, nil
+		adm := store.Admission{PaceWait: wait}
+		if res[3] == 1 { // registered: the gate has a known quota
+			adm.Ticket = store.Ticket{ID: id}
+		}
+		return adm, nil
 	case 1:
 		return store.Admission{GateClosedUntil: timeOf(res[1])}, nil
 	default:

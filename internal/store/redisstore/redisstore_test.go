@@ -77,15 +77,26 @@ func TestEveryKeyExpires(t *testing.T) {
 	g := store.GateKey{Tenant: "acme", Scope: "github", Credential: "ab12"}
 	budget := store.BudgetConfig{Ratio: 0.5, FloorPerSecond: 1, Window: 5 * time.Second}
 
+	// A known quota, so that Admit registers attempts in flight.
+	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 10, Reset: t0.Add(90 * time.Second)}, t0); err != nil {
+		t.Fatal(err)
+	}
 	a, err := s.Admit(ctx, store.AdmitRequest{
 		Gate: g, PaceHost: "api.github.com", Pace: store.PaceConfig{Rate: 2, Burst: 1},
 		FirstAttempt: true, Budget: budget, Now: t0,
 	})
-	if err != nil || !a.Admitted() {
-		t.Fatalf("Admit = %+v, %v", a, err)
+	if err != nil || !a.Admitted() || a.Ticket.ID == "" {
+		t.Fatalf("Admit = %+v, %v; want registered", a, err)
 	}
-	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil { // stays in flight
-		t.Fatal(err)
+	if a, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || a.Ticket.ID == "" { // stays in flight
+		t.Fatalf("Admit = %+v, %v; want registered", a, err)
+	}
+	// A gate without a known quota: admitted, nothing registered, no
+	// in-flight key (a ":f:" key for it would show below as unexpected).
+	if a, err := s.Admit(ctx, store.AdmitRequest{
+		Gate: store.GateKey{Tenant: "acme", Scope: "noquota"}, FirstAttempt: true, Budget: budget, Now: t0,
+	}); err != nil || !a.Admitted() || a.Ticket.ID != "" {
+		t.Fatalf("Admit without a known quota = %+v, %v; want admitted with an empty ticket", a, err)
 	}
 	if _, err := s.Complete(ctx, store.CompleteRequest{
 		Gate: g, Ticket: a.Ticket, SpendRetry: true, Budget: budget, Now: t0,
@@ -254,18 +265,22 @@ func TestReplicasShareState(t *testing.T) {
 	ctx := context.Background()
 	t0 := storetest.T0
 	g := store.GateKey{Tenant: "acme", Scope: "github"}
+	reset := t0.Add(time.Minute)
 
-	// Two calls in flight on A, one on B; B's response says 2 left: the
-	// two others will use them, so the gate closes for both replicas.
+	// With a known quota, two calls in flight on A, one on B; B's response
+	// says 2 left: the two others will use them, so the gate closes for
+	// both replicas.
+	if _, err := a.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 100, Reset: reset}, t0); err != nil {
+		t.Fatal(err)
+	}
 	var tickets []store.Ticket
 	for _, s := range []*redisstore.Store{a, a, b} {
 		adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0})
-		if err != nil || !adm.Admitted() {
-			t.Fatalf("Admit = %+v, %v", adm, err)
+		if err != nil || !adm.Admitted() || adm.Ticket.ID == "" {
+			t.Fatalf("Admit = %+v, %v; want registered", adm, err)
 		}
 		tickets = append(tickets, adm.Ticket)
 	}
-	reset := t0.Add(time.Minute)
 	r, err := b.Complete(ctx, store.CompleteRequest{
 		Gate: g, Ticket: tickets[2], Now: t0,
 		Obs: store.Observation{HasQuota: true, Remaining: 2, Reset: reset},
@@ -373,5 +388,203 @@ func TestQuotaKey(t *testing.T) {
 	}
 	if n := c.Exists(ctx, key).Val(); n != 0 {
 		t.Fatal("quota key still there after a response said the window reset")
+	}
+}
+
+// cmdLog is a go-redis hook that records the commands a client sends.
+type cmdLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			l.add(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (l *cmdLog) add(cmd redis.Cmder) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.names = append(l.names, strings.ToLower(cmd.Name()))
+}
+
+// take returns the commands recorded since the last take.
+func (l *cmdLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.names
+	l.names = nil
+	return n
+}
+
+// commandCalls returns the server's call count of each command (INFO
+// commandstats), commands run by scripts included.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for field := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(field, "calls="); ok {
+				var n int64
+				if _, err := fmt.Sscan(v, &n); err != nil {
+					t.Fatalf("commandstats line %q: %v", line, err)
+				}
+				calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return calls
+}
+
+// TestAdmitOneRoundTrip counts the commands each Admit sends (a client
+// hook) and runs on the server (INFO commandstats): one EVALSHA, whether
+// the gate has a known quota or not, is closed or pace-denies; the script
+// writes the in-flight set (ZADD) only with a known quota. An attempt on a
+// gate without a known quota thus costs one round trip when the caller
+// skips Complete; Complete, when needed, is one more EVALSHA.
+func TestAdmitOneRoundTrip(t *testing.T) {
+	srv := redistest.StartServer(t)
+	o, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	patient(o)
+	o.DisableIdentity = true
+	client := redis.NewClient(o)
+	log := &cmdLog{}
+	client.AddHook(log)
+	s, err := redisstore.NewFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	raw := rawClient(t, srv.URL())
+	ctx := context.Background()
+	t0 := storetest.T0
+	reset := t0.Add(time.Hour)
+	free := store.GateKey{Tenant: "acme", Scope: "free"}
+	known := store.GateKey{Tenant: "acme", Scope: "known"}
+	closed := store.GateKey{Tenant: "acme", Scope: "closed"}
+	budget := store.DefaultBudget()
+
+	// Load the scripts (NewFromClient does not preload: the first call of
+	// each falls back to EVAL once) and set up the gates.
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: free, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Observe(ctx, known, store.Observation{HasQuota: true, Remaining: 1000, Reset: reset}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Observe(ctx, closed, store.Observation{CloseUntil: reset}, t0); err != nil {
+		t.Fatal(err)
+	}
+	slow := store.PaceConfig{Rate: 1e-3, Burst: 1} // one an hour (the longest interval)
+	if a, err := s.Admit(ctx, store.AdmitRequest{Gate: free, PaceHost: "slow", Pace: slow, Now: t0}); err != nil || !a.Admitted() {
+		t.Fatalf("Admit = %+v, %v", a, err)
+	}
+	log.take()
+	if err := raw.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 20
+	const (
+		admitted = iota
+		registered
+		gateClosed
+		paceDenied
+	)
+	check := func(what string, g store.GateKey, host string, pace store.PaceConfig, want int, wantZADD int64) {
+		t.Helper()
+		before := commandCalls(t, raw)
+		for i := range n {
+			a, err := s.Admit(ctx, store.AdmitRequest{
+				Gate: g, PaceHost: host, Pace: pace, FirstAttempt: true, Budget: budget, Now: t0.Add(time.Duration(i) * time.Millisecond),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ok bool
+			switch want {
+			case admitted:
+				ok = a.Admitted() && a.Ticket.ID == ""
+			case registered:
+				ok = a.Admitted() && a.Ticket.ID != ""
+			case gateClosed:
+				ok = !a.GateClosedUntil.IsZero() && a.Ticket.ID == ""
+			case paceDenied:
+				ok = a.PaceDenied && a.Ticket.ID == ""
+			}
+			if !ok {
+				t.Fatalf("%s: Admit %d = %+v", what, i+1, a)
+			}
+			if cmds := log.take(); len(cmds) != 1 || cmds[0] != "evalsha" {
+				t.Fatalf("%s: Admit %d sent %q, want one evalsha", what, i+1, cmds)
+			}
+		}
+		after := commandCalls(t, raw)
+		if d := after["evalsha"] - before["evalsha"]; d != n {
+			t.Errorf("%s: the server ran %d EVALSHA for %d Admits", what, d, n)
+		}
+		if d := after["eval"] - before["eval"]; d != 0 {
+			t.Errorf("%s: the server ran %d EVAL", what, d)
+		}
+		if d := after["zadd"] - before["zadd"]; d != wantZADD {
+			t.Errorf("%s: the scripts ran %d ZADD for %d Admits, want %d", what, d, n, wantZADD)
+		}
+	}
+	fast := store.PaceConfig{Rate: 1e6, Burst: 100}
+	check("no known quota", free, "h1", store.PaceConfig{}, admitted, 0)
+	check("no known quota, paced", free, "h2", fast, admitted, 0)
+	check("known quota", known, "h3", fast, registered, n)
+	check("closed gate", closed, "h4", fast, gateClosed, 0)
+	check("pace denied", known, "slow", slow, paceDenied, 0)
+	if k := raw.Exists(ctx, "rb:v1:{t:acme}:f:free:", "rb:v1:{t:acme}:f:closed:").Val(); k != 0 {
+		t.Fatalf("%d in-flight keys written for gates without a known quota", k)
+	}
+	if k := raw.Exists(ctx, "rb:v1:{t:acme}:f:known:").Val(); k != 1 {
+		t.Fatal("no in-flight key for the gate with a known quota")
+	}
+
+	// Complete, with or without a ticket, is one EVALSHA too.
+	for _, tk := range []store.Ticket{{}, {ID: "no-such-ticket"}} {
+		if _, err := s.Complete(ctx, store.CompleteRequest{
+			Gate: free, Ticket: tk, SpendRetry: true, Budget: budget, Now: t0,
+			Obs: store.Observation{HasQuota: true, Remaining: 5, Reset: reset},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if cmds := log.take(); len(cmds) != 1 || cmds[0] != "evalsha" {
+			t.Fatalf("Complete(%q) sent %q, want one evalsha", tk.ID, cmds)
+		}
+	}
+	// An empty-ticket Complete wrote no in-flight key; its quota made the
+	// gate's known, so the next Admit registers.
+	if k := raw.Exists(ctx, "rb:v1:{t:acme}:f:free:").Val(); k != 0 {
+		t.Fatal("an empty-ticket Complete wrote an in-flight key")
+	}
+	if a, err := s.Admit(ctx, store.AdmitRequest{Gate: free, Now: t0.Add(time.Second)}); err != nil || a.Ticket.ID == "" {
+		t.Fatalf("Admit after a quota observation = %+v, %v; want registered", a, err)
 	}
 }

@@ -75,7 +75,8 @@ end
 
 -- closed_until returns until when the gate is closed at now (0 = open),
 -- given its stored closed-until time g: g, or later the known quota's reset
--- while the calls in flight use up the known remaining count.
+-- while the calls in flight use up the known remaining count. Its second
+-- result tells whether the gate has a known quota at now.
 local function closed_until(g, fkey, qkey, now)
   if g <= now then g = 0 end
   local r, w, u = quota_read(qkey, now)
@@ -84,24 +85,27 @@ local function closed_until(g, fkey, qkey, now)
       g = u
     end
   end
-  return g
+  return g, r ~= nil
 end
 `
 
-// admitScript checks the gate and pacing and registers an admitted attempt.
+// admitScript checks the gate and pacing and, when the gate has a known
+// quota, registers an admitted attempt in the in-flight set (without one,
+// it writes no in-flight key).
 //
 // KEYS: 1 gate, 2 in-flight set, 3 pacing TAT, 4 budget, 5 quota.
 // ARGV: 1 now µs, 2 ticket id, 3 ticket TTL µs, 4 pacing interval µs (0 =
 // no pacing), 5 burst, 6 max pacing wait µs, 7 budget window s (0 = do not
 // count), 8 key margin ms.
-// Returns {0, 0, wait µs} when admitted, {1, closed until µs, 0} when the
-// gate is closed, {2, 0, wait µs} when pacing denied.
+// Returns {0, 0, wait µs, registered (1 or 0)} when admitted,
+// {1, closed until µs, 0, 0} when the gate is closed, {2, 0, wait µs, 0}
+// when pacing denied.
 var admitScript = redis.NewScript(luaBudget + luaGate + `
 local now = tonumber(ARGV[1])
 local margin = tonumber(ARGV[8])
-local g = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[5], now)
+local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[5], now)
 if g > 0 then
-  return {1, g, 0}
+  return {1, g, 0, 0}
 end
 local wait = 0
 local interval = tonumber(ARGV[4])
@@ -112,13 +116,16 @@ if interval > 0 then
   wait = newtat - tonumber(ARGV[5]) * interval - now
   if wait < 0 then wait = 0 end
   if wait > tonumber(ARGV[6]) then
-    return {2, 0, wait}
+    return {2, 0, wait, 0}
   end
   redis.call('SET', KEYS[3], fmt(newtat), 'PX', fmt(math.max(1, math.ceil((newtat - now) / 1000))))
 end
 local window = tonumber(ARGV[7])
 if window > 0 then
   budget_bump(KEYS[4], now, window, 'q', margin)
+end
+if not known then
+  return {0, 0, wait, 0}
 end
 local ttl = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', fmt(now))
@@ -127,10 +134,12 @@ local keep = math.ceil(ttl / 1000) + margin
 if redis.call('PTTL', KEYS[2]) < keep then
   redis.call('PEXPIRE', KEYS[2], fmt(keep))
 end
-return {0, 0, wait}
+return {0, 0, wait, 1}
 `)
 
-// completeScript ends an attempt (or records a bare observation), closes
+// completeScript ends an attempt (or, with an empty ticket id, records a
+// bare observation and spends from the budget: it then never writes the
+// in-flight set), closes
 // the gate as the observation asks, records its quota, and spends a retry
 // from the budget.
 //
@@ -177,7 +186,8 @@ if ARGV[7] == '1' and window > 0 then
     allowed = 0
   end
 end
-return {closed_until(target, KEYS[2], KEYS[4], now), allowed}
+local g = closed_until(target, KEYS[2], KEYS[4], now)
+return {g, allowed}
 `)
 
 // stateScript reads the gate's state, as admitScript checks it.
@@ -187,5 +197,6 @@ return {closed_until(target, KEYS[2], KEYS[4], now), allowed}
 // Returns closed until µs (0 = open).
 var stateScript = redis.NewScript(luaBudget + luaGate + `
 local now = tonumber(ARGV[1])
-return closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[3], now)
+local g = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[3], now)
+return g
 `)

@@ -272,16 +272,18 @@ func (p *provider) send(skipped bool, reset time.Time) store.Observation {
 
 // simWindow is one quota window of testQuotaConcurrentWindow.
 type simWindow struct {
-	s       store.Store
-	g       store.GateKey
-	reset   time.Time
-	now     func() time.Time
-	p       *provider
-	skip    bool  // every fifth admitted attempt of a worker is not sent
-	sent    []int // per worker: attempts admitted so far
-	errs    chan error
-	workers int
-	batch   int
+	s            store.Store
+	g            store.GateKey
+	reset        time.Time
+	now          func() time.Time
+	p            *provider
+	skip         bool  // every fifth admitted attempt of a worker is not sent
+	sent         []int // per worker: attempts admitted so far
+	errs         chan error
+	workers      int
+	batch        int
+	unregistered atomic.Int64 // attempts admitted with an empty ticket
+	completes    atomic.Int64 // Complete calls made
 }
 
 // admitBatch admits up to w.batch attempts for worker i; refused reports
@@ -299,13 +301,17 @@ func (w *simWindow) admitBatch(i int) (tickets []store.Ticket, refused bool) {
 			}
 			return tickets, true
 		}
+		if a.Ticket.ID == "" {
+			w.unregistered.Add(1)
+		}
 		tickets = append(tickets, a.Ticket)
 	}
 	return tickets, false
 }
 
 // sendAndComplete sends worker i's attempts in order and completes them in
-// reverse order, so that responses arrive out of order.
+// reverse order, so that responses arrive out of order. Like the engine, it
+// skips Complete for an attempt with an empty ticket and nothing to observe.
 func (w *simWindow) sendAndComplete(i int, tickets []store.Ticket) {
 	obs := make([]store.Observation, len(tickets))
 	for k := range tickets {
@@ -313,6 +319,10 @@ func (w *simWindow) sendAndComplete(i int, tickets []store.Ticket) {
 		obs[k] = w.p.send(w.skip && w.sent[i]%5 == 0, w.reset)
 	}
 	for k := len(tickets) - 1; k >= 0; k-- {
+		if tickets[k].ID == "" && obs[k] == (store.Observation{}) {
+			continue
+		}
+		w.completes.Add(1)
 		if _, err := w.s.Complete(context.Background(), store.CompleteRequest{Gate: w.g, Ticket: tickets[k], Obs: obs[k], Now: w.now()}); err != nil {
 			w.errs <- fmt.Errorf("worker %d: Complete: %w", i, err)
 			return
@@ -369,10 +379,19 @@ func (w *simWindow) runPhased() {
 // window, and at most Q admitted when all are sent. Workers either run
 // freely or in phases (all admit, then all complete); in some windows every
 // fifth admitted attempt is not sent and gives its share back.
+//
+// In the windows marked unknown, no Observe comes first: the first attempts
+// are admitted without a known quota, unregistered, until responses make
+// it known. The provider may then refuse calls, but no more than the
+// attempts admitted unregistered (see the package documentation of store,
+// "Quotas and the in-flight rule").
 func testQuotaConcurrentWindow(t *testing.T, s store.Store) {
 	const workers, batch, q = 12, 4, 100
 	g := store.GateKey{Tenant: "acme", Scope: "sim"}
-	for n, mode := range []struct{ phased, skip bool }{{true, false}, {true, true}, {false, false}, {false, true}} {
+	for n, mode := range []struct{ phased, skip, unknown bool }{
+		{true, false, false}, {true, true, false}, {false, false, false}, {false, true, false},
+		{true, false, true}, {true, true, true}, {false, false, true}, {false, true, true},
+	} {
 		start := T0.Add(time.Duration(n) * time.Minute)
 		reset := start.Add(time.Minute)
 		var clock atomic.Int64
@@ -383,7 +402,9 @@ func testQuotaConcurrentWindow(t *testing.T, s store.Store) {
 			errs:    make(chan error, 4*workers),
 			workers: workers, batch: batch,
 		}
-		wantTime(t, fmt.Sprintf("window %d: first response", n), observe(t, s, g, quota(q, reset), start), time.Time{})
+		if !mode.unknown {
+			wantTime(t, fmt.Sprintf("window %d: first response", n), observe(t, s, g, quota(q, reset), start), time.Time{})
+		}
 		if mode.phased {
 			w.runPhased()
 		} else {
@@ -394,13 +415,18 @@ func testQuotaConcurrentWindow(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 		p := w.p
-		t.Logf("window %d %+v: admitted %d, sent %d, not sent %d, refused %d", n, mode, p.admitted, p.accepted+p.refused, p.notSent, p.refused)
-		if p.refused != 0 {
-			t.Fatalf("window %d %+v: the provider refused %d calls (accepted %d of %d, admitted %d, %d not sent)",
-				n, mode, p.refused, p.accepted, q, p.admitted, p.notSent)
+		unreg := w.unregistered.Load()
+		t.Logf("window %d %+v: admitted %d (%d unregistered), sent %d, not sent %d, refused %d, completes %d",
+			n, mode, p.admitted, unreg, p.accepted+p.refused, p.notSent, p.refused, w.completes.Load())
+		if !mode.unknown && unreg != 0 {
+			t.Fatalf("window %d %+v: %d attempts admitted unregistered with a known quota", n, mode, unreg)
 		}
-		if !mode.skip && p.admitted > q {
-			t.Fatalf("window %d %+v: admitted %d attempts with a known quota of %d", n, mode, p.admitted, q)
+		if p.refused > unreg {
+			t.Fatalf("window %d %+v: the provider refused %d calls, more than the %d admitted without a known quota (accepted %d of %d, admitted %d, %d not sent)",
+				n, mode, p.refused, unreg, p.accepted, q, p.admitted, p.notSent)
+		}
+		if !mode.skip && p.admitted-unreg > q {
+			t.Fatalf("window %d %+v: admitted %d registered attempts with a known quota of %d", n, mode, p.admitted-unreg, q)
 		}
 		// The gate closes early by at most the calls in flight when it did.
 		if p.accepted < q-workers*batch {
@@ -408,4 +434,171 @@ func testQuotaConcurrentWindow(t *testing.T, s store.Store) {
 		}
 		assertInFlight(t, s, g, reset, 0)
 	}
+}
+
+// testQuotaFirstBurstNotCounted: attempts admitted before the gate's quota
+// is known are not registered, and do not count in flight once a response
+// makes it known; the attempts admitted after it are counted.
+func testQuotaFirstBurstNotCounted(t *testing.T, s store.Store) {
+	reset := T0.Add(time.Minute)
+	for i := range 5 { // the first burst of the window
+		mustNotRegister(t, s, store.AdmitRequest{Gate: gh, Now: T0.Add(ms(i))})
+	}
+	// The first response says 2 left. The 4 other calls of the burst are
+	// still out, but not counted: the gate stays open.
+	r := complete(t, s, store.CompleteRequest{Gate: gh, Obs: quota(2, reset), Now: T0.Add(ms(10))})
+	wantTime(t, "first response, remaining 2, 4 unregistered calls out", r.GateClosedUntil, time.Time{})
+	assertInFlight(t, s, gh, T0.Add(ms(11)), 0)
+	// From now on every admitted attempt is registered and counted.
+	t1 := mustRegister(t, s, gh, T0.Add(ms(12)))
+	mustRegister(t, s, gh, T0.Add(ms(12)))
+	refuseAt(t, s, gh, T0.Add(ms(12)), reset)
+	// The burst's responses lower the known count; they have no ticket.
+	r = complete(t, s, store.CompleteRequest{Gate: gh, Obs: quota(1, reset), Now: T0.Add(ms(13))})
+	wantTime(t, "remaining 1, 2 registered calls in flight", r.GateClosedUntil, reset)
+	// t1 completes without a response: its share comes back, but the gate
+	// the response closed stays closed.
+	complete(t, s, store.CompleteRequest{Gate: gh, Ticket: t1, Now: T0.Add(ms(14))})
+	refuseAt(t, s, gh, T0.Add(ms(14)), reset)
+}
+
+// testAdmitUnknownQuotaRegistersNothing: without a known quota, Admit
+// registers nothing and returns an empty ticket, but still counts the
+// first attempt for the budget and reserves pacing.
+func testAdmitUnknownQuotaRegistersNothing(t *testing.T, s store.Store) {
+	budget := store.BudgetConfig{Ratio: 1, Window: 10 * time.Second}
+	pace := store.PaceConfig{Rate: 1, Burst: 2}
+	req := store.AdmitRequest{Gate: gh, PaceHost: "h", Pace: pace, FirstAttempt: true, Budget: budget, Now: T0}
+	mustNotRegister(t, s, req)
+	mustNotRegister(t, s, req)
+	// Pacing was reserved: the burst of 2 is used up.
+	if a := admit(t, s, req); !a.PaceDenied || a.PaceWait != time.Second || a.Ticket.ID != "" {
+		t.Fatalf("third paced Admit = %+v, want denied with 1s", a)
+	}
+	for i := range 5 {
+		mustNotRegister(t, s, store.AdmitRequest{Gate: gh, Now: T0.Add(ms(i))})
+	}
+	assertInFlight(t, s, gh, T0.Add(ms(10)), 0)
+	// The budget counted the 2 admitted first attempts (not the denied one).
+	for i := range 2 {
+		if !complete(t, s, store.CompleteRequest{Gate: gh, SpendRetry: true, Budget: budget, Now: T0.Add(ms(20))}).RetryAllowed {
+			t.Fatalf("retry %d refused after 2 first attempts at ratio 1", i+1)
+		}
+	}
+	if complete(t, s, store.CompleteRequest{Gate: gh, SpendRetry: true, Budget: budget, Now: T0.Add(ms(20))}).RetryAllowed {
+		t.Fatal("retry 3 allowed after 2 first attempts at ratio 1")
+	}
+
+	// A known quota whose reset passed is no quota: nothing is registered.
+	g := store.GateKey{Tenant: "acme", Scope: "stale"}
+	reset := T0.Add(time.Second)
+	observe(t, s, g, quota(5, reset), T0)
+	mustRegister(t, s, g, T0)
+	mustNotRegister(t, s, store.AdmitRequest{Gate: g, Now: reset})
+	mustNotRegister(t, s, store.AdmitRequest{Gate: g, Now: reset.Add(time.Hour)})
+
+	// Nor after a response said the window reset (which clears the quota;
+	// the provider rounded its reset down, within the tolerance).
+	c := store.GateKey{Tenant: "acme", Scope: "cleared"}
+	observe(t, s, c, quota(5, T0.Add(ms(500))), T0)
+	mustRegister(t, s, c, T0)
+	observe(t, s, c, quota(5, T0.Add(ms(300))), T0.Add(ms(400)))
+	mustNotRegister(t, s, store.AdmitRequest{Gate: c, Now: T0.Add(ms(400))})
+
+	// Observations without a usable quota make none known.
+	z := store.GateKey{Tenant: "acme", Scope: "noquota"}
+	observe(t, s, z, store.Observation{CloseUntil: T0.Add(time.Second)}, T0)
+	observe(t, s, z, store.Observation{HasQuota: true, Remaining: 5}, T0)
+	observe(t, s, z, store.Observation{Remaining: 5, Reset: T0.Add(time.Hour)}, T0)
+	mustNotRegister(t, s, store.AdmitRequest{Gate: z, Now: T0.Add(time.Second)})
+}
+
+// testAdmitKnownQuotaRegisters: once a response reports the gate's quota,
+// Admit registers each admitted attempt (a distinct non-empty ticket) and
+// counts it against the known remaining count.
+func testAdmitKnownQuotaRegisters(t *testing.T, s store.Store) {
+	reset := T0.Add(time.Minute)
+	// The first attempt, unregistered, brings back the quota: 3 left.
+	mustNotRegister(t, s, store.AdmitRequest{Gate: gh, Now: T0})
+	complete(t, s, store.CompleteRequest{Gate: gh, Obs: quota(3, reset), Now: T0.Add(ms(1))})
+	seen := map[string]bool{}
+	var tickets []store.Ticket
+	for range 3 {
+		tk := mustRegister(t, s, gh, T0.Add(ms(2)))
+		if seen[tk.ID] {
+			t.Fatalf("ticket %q issued twice", tk.ID)
+		}
+		seen[tk.ID] = true
+		tickets = append(tickets, tk)
+	}
+	refuseAt(t, s, gh, T0.Add(ms(2)), reset)
+	// Completing one without a response frees its share: one more admitted.
+	complete(t, s, store.CompleteRequest{Gate: gh, Ticket: tickets[0], Now: T0.Add(ms(3))})
+	mustRegister(t, s, gh, T0.Add(ms(4)))
+	refuseAt(t, s, gh, T0.Add(ms(4)), reset)
+
+	// A quota known through Observe registers too, with pacing and budget.
+	g := store.GateKey{Tenant: "acme", Scope: "observed"}
+	observe(t, s, g, quota(10, reset), T0)
+	a := admit(t, s, store.AdmitRequest{
+		Gate: g, PaceHost: "h", Pace: store.PaceConfig{Rate: 1, Burst: 1},
+		FirstAttempt: true, Budget: store.DefaultBudget(), Now: T0,
+	})
+	if !a.Admitted() || a.Ticket.ID == "" {
+		t.Fatalf("paced Admit with a known quota = %+v, want admitted and registered", a)
+	}
+	assertInFlight(t, s, g, T0.Add(ms(1)), 1)
+	// The known quota lasts until its reset: then nothing is registered.
+	mustNotRegister(t, s, store.AdmitRequest{Gate: g, Now: reset})
+}
+
+// testCompleteEmptyTicket: Complete with an empty ticket removes no
+// registration but applies the observation and spends from the budget.
+func testCompleteEmptyTicket(t *testing.T, s store.Store) {
+	reset := T0.Add(time.Minute)
+	knowQuota(t, s, gh, T0, reset)
+	mustRegister(t, s, gh, T0)
+	mustRegister(t, s, gh, T0)
+	r := complete(t, s, store.CompleteRequest{Gate: gh, Now: T0.Add(ms(1))})
+	if !r.RetryAllowed || !r.GateClosedUntil.IsZero() {
+		t.Fatalf("empty Complete = %+v, want open and RetryAllowed", r)
+	}
+	assertInFlight(t, s, gh, T0.Add(ms(2)), 2)
+	// Both registered calls are "others": 2 left closes the gate.
+	r = complete(t, s, store.CompleteRequest{Gate: gh, Obs: quota(2, reset), Now: T0.Add(ms(3))})
+	wantTime(t, "empty-ticket Complete, remaining 2 with 2 in flight", r.GateClosedUntil, reset)
+	refuseAt(t, s, gh, T0.Add(ms(4)), reset)
+
+	// CloseUntil applies.
+	c := store.GateKey{Tenant: "acme", Scope: "close"}
+	until := T0.Add(30 * time.Second)
+	r = complete(t, s, store.CompleteRequest{Gate: c, Obs: store.Observation{CloseUntil: until}, Now: T0})
+	wantTime(t, "empty-ticket Complete with CloseUntil", r.GateClosedUntil, until)
+	refuseAt(t, s, c, T0.Add(time.Second), until)
+
+	// A quota on a fresh gate: recorded (nothing in flight, so open) and
+	// then enforced; remaining 0 closes at once.
+	q := store.GateKey{Tenant: "acme", Scope: "fresh"}
+	r = complete(t, s, store.CompleteRequest{Gate: q, Obs: quota(2, reset), Now: T0})
+	wantTime(t, "empty-ticket Complete, remaining 2, none in flight", r.GateClosedUntil, time.Time{})
+	mustRegister(t, s, q, T0)
+	mustRegister(t, s, q, T0)
+	refuseAt(t, s, q, T0, reset)
+	z := store.GateKey{Tenant: "acme", Scope: "zero"}
+	r = complete(t, s, store.CompleteRequest{Gate: z, Obs: quota(0, reset), Now: T0})
+	wantTime(t, "empty-ticket Complete, remaining 0", r.GateClosedUntil, reset)
+
+	// The budget: spends up to the floor, then refuses.
+	b := store.BudgetConfig{FloorPerSecond: 1, Window: 2 * time.Second}
+	for i := range 2 {
+		if !complete(t, s, store.CompleteRequest{Gate: other, SpendRetry: true, Budget: b, Now: T0}).RetryAllowed {
+			t.Fatalf("retry %d of a floor of 2 refused", i+1)
+		}
+	}
+	r = complete(t, s, store.CompleteRequest{Gate: other, SpendRetry: true, Budget: b, Obs: quota(5, reset), Now: T0})
+	if r.RetryAllowed {
+		t.Fatal("retry 3 of a floor of 2 allowed")
+	}
+	// ... and the observation of a refused spend still applies.
+	mustRegister(t, s, other, T0)
 }

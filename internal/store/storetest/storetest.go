@@ -38,6 +38,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"QuotaPastResetClears", testQuotaPastResetClears},
 		{"QuotaIsolation", testQuotaIsolation},
 		{"QuotaConcurrentWindow", testQuotaConcurrentWindow},
+		{"QuotaFirstBurstNotCounted", testQuotaFirstBurstNotCounted},
+		{"AdmitUnknownQuotaRegistersNothing", testAdmitUnknownQuotaRegistersNothing},
+		{"AdmitKnownQuotaRegisters", testAdmitKnownQuotaRegisters},
+		{"CompleteEmptyTicket", testCompleteEmptyTicket},
 		{"TenantIsolation", testTenantIsolation},
 		{"CredentialIsolation", testCredentialIsolation},
 		{"NoKeyCollisions", testNoKeyCollisions},
@@ -100,11 +104,46 @@ func admit(t *testing.T, s store.Store, req store.AdmitRequest) store.Admission 
 	if err != nil {
 		t.Fatalf("Admit: %v", err)
 	}
-	if a.Admitted() != (a.Ticket.ID != "") {
-		t.Fatalf("Admit = %+v: a ticket must be issued exactly when admitted", a)
+	if !a.Admitted() && a.Ticket.ID != "" {
+		t.Fatalf("Admit = %+v: a refused attempt got a ticket", a)
 	}
 	return a
 }
+
+// mustRegister admits an attempt on g, which must have a known quota, and
+// checks that it was registered (a non-empty ticket).
+func mustRegister(t *testing.T, s store.Store, g store.GateKey, now time.Time) store.Ticket {
+	t.Helper()
+	tk := mustAdmit(t, s, g, now)
+	if tk.ID == "" {
+		t.Fatalf("Admit at %s on %+v, with a known quota: empty ticket, want the attempt registered", fmtTime(now), g)
+	}
+	return tk
+}
+
+// mustNotRegister admits an attempt on g, which must have no known quota,
+// and checks that nothing was registered (an empty ticket).
+func mustNotRegister(t *testing.T, s store.Store, req store.AdmitRequest) store.Admission {
+	t.Helper()
+	a := admit(t, s, req)
+	if !a.Admitted() {
+		t.Fatalf("Admit at %s = %+v, want admitted", fmtTime(req.Now), a)
+	}
+	if a.Ticket.ID != "" {
+		t.Fatalf("Admit at %s on %+v, without a known quota: ticket %q, want empty (nothing registered)", fmtTime(req.Now), req.Gate, a.Ticket.ID)
+	}
+	return a
+}
+
+// knowQuota gives g a known quota with plenty left, until reset, so that
+// Admit registers the attempts it admits.
+func knowQuota(t *testing.T, s store.Store, g store.GateKey, now, reset time.Time) {
+	t.Helper()
+	wantTime(t, fmt.Sprintf("Observe plenty of quota on %+v", g), observe(t, s, g, quota(plenty, reset), now), time.Time{})
+}
+
+// plenty is a remaining count no test uses up.
+const plenty = 1_000_000
 
 func mustAdmit(t *testing.T, s store.Store, g store.GateKey, now time.Time) store.Ticket {
 	t.Helper()
@@ -217,9 +256,10 @@ func testQuotaWithInFlight(t *testing.T, s store.Store) {
 	} {
 		t.Run(fmt.Sprintf("remaining=%d", tc.remaining), func(t *testing.T) {
 			g := store.GateKey{Tenant: "acme", Scope: fmt.Sprintf("api-%d.example", tc.remaining)}
+			knowQuota(t, s, g, T0, reset) // calls in flight are registered
 			var tickets []store.Ticket
 			for range 4 {
-				tickets = append(tickets, mustAdmit(t, s, g, T0))
+				tickets = append(tickets, mustRegister(t, s, g, T0))
 			}
 			r := complete(t, s, store.CompleteRequest{
 				Gate: g, Ticket: tickets[0], Now: T0.Add(time.Second),
@@ -272,8 +312,10 @@ func testTenantIsolation(t *testing.T, s store.Store) {
 	// In-flight counts are per tenant too.
 	g1 := store.GateKey{Tenant: "acme", Scope: "openai"}
 	g2 := store.GateKey{Tenant: "globex", Scope: "openai"}
-	mustAdmit(t, s, g1, T0)
-	mustAdmit(t, s, g1, T0)
+	knowQuota(t, s, g1, T0, T0.Add(time.Hour))
+	knowQuota(t, s, g2, T0, T0.Add(time.Hour))
+	mustRegister(t, s, g1, T0)
+	mustRegister(t, s, g1, T0)
 	assertInFlight(t, s, g2, T0, 0)
 	assertInFlight(t, s, g1, T0, 2)
 
@@ -513,8 +555,11 @@ func testPaceBurstThenInterval(t *testing.T, s store.Store) {
 }
 
 func testPaceDeniedReservesNothing(t *testing.T, s store.Store) {
+	knowQuota(t, s, gh, T0, T0.Add(time.Minute)) // admitted attempts are registered
 	req := store.AdmitRequest{Gate: gh, PaceHost: "h", Pace: store.PaceConfig{Rate: 2, Burst: 1}, PaceMaxWait: 100 * time.Millisecond, Now: T0}
-	admit(t, s, req)
+	if a := admit(t, s, req); a.Ticket.ID == "" {
+		t.Fatalf("first call = %+v, want admitted and registered", a)
+	}
 	for range 5 {
 		if a := admit(t, s, req); !a.PaceDenied || a.PaceWait != 500*time.Millisecond {
 			t.Fatalf("denied call = %+v, want denied with 500ms each time", a)
@@ -573,6 +618,7 @@ func testPacePerTenantAndHost(t *testing.T, s store.Store) {
 
 func testClosedGateReservesNothing(t *testing.T, s store.Store) {
 	until := T0.Add(time.Second)
+	knowQuota(t, s, gh, T0, T0.Add(time.Minute)) // an admitted attempt would be registered
 	observe(t, s, gh, store.Observation{CloseUntil: until}, T0)
 	req := store.AdmitRequest{Gate: gh, PaceHost: "h", Pace: store.PaceConfig{Rate: 1, Burst: 1}, Now: T0}
 	for range 3 {
@@ -589,8 +635,10 @@ func testClosedGateReservesNothing(t *testing.T, s store.Store) {
 }
 
 func testInFlightRegistration(t *testing.T, s store.Store) {
-	t1 := mustAdmit(t, s, gh, T0)
-	t2 := mustAdmit(t, s, gh, T0)
+	knowQuota(t, s, gh, T0, T0.Add(time.Hour))
+	knowQuota(t, s, other, T0, T0.Add(time.Hour))
+	t1 := mustRegister(t, s, gh, T0)
+	t2 := mustRegister(t, s, gh, T0)
 	if t1 == t2 {
 		t.Fatalf("two admissions got the same ticket %q", t1.ID)
 	}
@@ -606,7 +654,7 @@ func testInFlightRegistration(t *testing.T, s store.Store) {
 
 	seen := map[string]bool{}
 	for range 100 {
-		id := mustAdmit(t, s, other, T0).ID
+		id := mustRegister(t, s, other, T0).ID
 		if seen[id] {
 			t.Fatalf("ticket %q issued twice", id)
 		}
@@ -615,9 +663,10 @@ func testInFlightRegistration(t *testing.T, s store.Store) {
 }
 
 func testTicketExpiry(t *testing.T, s store.Store) {
+	knowQuota(t, s, gh, T0, T0.Add(5*time.Minute))
 	var tickets []store.Ticket
 	for range 3 {
-		tickets = append(tickets, mustAdmit(t, s, gh, T0))
+		tickets = append(tickets, mustRegister(t, s, gh, T0))
 	}
 	assertInFlight(t, s, gh, T0.Add(time.Minute), 3)
 	expired := T0.Add(store.DefaultTicketTTL)
@@ -632,9 +681,10 @@ func testObserveAndGateState(t *testing.T, s store.Store) {
 	wantTime(t, "unknown gate", gateState(t, s, gh, T0), time.Time{})
 	wantTime(t, "empty observation", observe(t, s, gh, store.Observation{}, T0), time.Time{})
 	// Observe counts every in-flight attempt as "other".
-	mustAdmit(t, s, gh, T0)
-	mustAdmit(t, s, gh, T0)
 	reset := T0.Add(time.Minute)
+	wantTime(t, "remaining 10, none in flight", observe(t, s, gh, store.Observation{HasQuota: true, Remaining: 10, Reset: reset}, T0), time.Time{})
+	mustRegister(t, s, gh, T0)
+	mustRegister(t, s, gh, T0)
 	wantTime(t, "remaining 3 with 2 in flight", observe(t, s, gh, store.Observation{HasQuota: true, Remaining: 3, Reset: reset}, T0), time.Time{})
 	wantTime(t, "remaining 2 with 2 in flight", observe(t, s, gh, store.Observation{HasQuota: true, Remaining: 2, Reset: reset}, T0), reset)
 	wantTime(t, "GateState", gateState(t, s, gh, T0.Add(59*time.Second)), reset)
@@ -658,6 +708,7 @@ func testZeroNowUsesWallClock(t *testing.T, s store.Store) {
 func testConcurrentAdmitComplete(t *testing.T, s store.Store) {
 	const workers, rounds = 16, 25
 	reset := T0.Add(time.Hour)
+	knowQuota(t, s, gh, T0, reset) // every attempt is registered
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
@@ -666,8 +717,8 @@ func testConcurrentAdmitComplete(t *testing.T, s store.Store) {
 			for i := range rounds {
 				now := T0.Add(time.Duration(i) * time.Millisecond)
 				a, err := s.Admit(ctx, store.AdmitRequest{Gate: gh, FirstAttempt: true, Budget: store.DefaultBudget(), Now: now})
-				if err != nil || !a.Admitted() {
-					errs <- fmt.Errorf("worker %d: Admit = %+v, %v", w, a, err)
+				if err != nil || !a.Admitted() || a.Ticket.ID == "" {
+					errs <- fmt.Errorf("worker %d: Admit = %+v, %v; want admitted and registered", w, a, err)
 					return
 				}
 				r, err := s.Complete(ctx, store.CompleteRequest{
@@ -691,6 +742,7 @@ func testConcurrentAdmitComplete(t *testing.T, s store.Store) {
 
 func testConcurrentPacing(t *testing.T, s store.Store) {
 	const workers, burst = 40, 10
+	knowQuota(t, s, gh, T0, T0.Add(time.Hour)) // admitted attempts are registered
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
