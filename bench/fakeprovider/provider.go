@@ -22,7 +22,6 @@
 package fakeprovider
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -376,12 +375,5 @@ func Start(cfg Config) (*Server, error) {
 // URL returns the base URL, e.g. http://127.0.0.1:PORT.
 func (s *Server) URL() string { return s.url }
 
-// Close stops the server and closes every connection.
-func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil {
-		return s.srv.Close()
-	}
-	return nil
-}
+// Close stops the server at once and closes every connection.
+func (s *Server) Close() error { return s.srv.Close() }

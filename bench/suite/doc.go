@@ -60,6 +60,13 @@ broker processes built from ` + "`./cmd/broker`" + `.
 	} else {
 		fmt.Fprintf(&b, "%d of %d targets were **missed** in this run; the measured figure stands next to each above.\n\n", len(missed), len(r.Targets()))
 	}
+	if f := r.Findings(); len(f) > 0 {
+		b.WriteString("What the figures of this run say about the misses:\n\n")
+		for _, x := range f {
+			fmt.Fprintf(&b, "- %s\n", x)
+		}
+		b.WriteString("\n")
+	}
 
 	b.WriteString("## 1. Quota citizenship\n\n")
 	p := r.Quota
@@ -135,8 +142,11 @@ time a few seconds away) until then, and 200 after; the first 503s close the
 host's cooldown gate, so every call parks in a hint or cooldown wait without
 a request body. Memory is sampled before (after a warm-up over every
 connection), while all N are parked (retrybroker_calls_waiting = N), and after
-they have all finished: the Go heap in use (go_memstats_heap_inuse_bytes), the
-resident set (VmRSS from /proc/PID/status) and go_goroutines. The upstream
+they have all finished: the Go heap and goroutine stacks in use
+(go_memstats_heap_inuse_bytes, go_memstats_stack_inuse_bytes), the resident
+set (VmRSS from /proc/PID/status) and go_goroutines. The target applies to
+heap + stacks (what the parked calls hold); RSS, which also moves with the
+allocator's and the runtime's own retention, is reported beside it. The upstream
 closes its connections after each response, so no idle pooled connection
 (and its goroutines) outlives the calls.
 

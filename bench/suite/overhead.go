@@ -50,9 +50,17 @@ type OverheadResult struct {
 	Calls       int
 	Errors      int
 	Elapsed     time.Duration
-	// Throughput is calls per second; P50 and P99 are per-call latencies.
+	// Throughput is calls per second over all rounds; P50 and P99 are
+	// per-call latencies over all rounds.
 	Throughput float64
 	P50, P99   time.Duration
+	// RoundThroughput is the throughput of each measured round, in order:
+	// round r of every variant of a group ran back to back.
+	RoundThroughput []float64
+	// UpstreamConns is the number of connections the upstream accepted
+	// during this variant's measured rounds (0 when every call reused a
+	// pooled connection).
+	UpstreamConns int64
 }
 
 // Variant names.
@@ -147,10 +155,15 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	if err != nil {
 		return nil, err
 	}
+	var upConns atomic.Int64
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)
-	}), ReadHeaderTimeout: 10 * time.Second}
+	}), ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			upConns.Add(1)
+		}
+	}}
 	go func() { _ = up.Serve(upLis) }()
 	defer up.Close()
 	upURL := "http://" + upLis.Addr().String() + "/v1/items"
@@ -162,14 +175,16 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	plain := &http.Client{Transport: plainTr}
 
 	// The broker, wired as cmd/broker wires it: memory store, guarded
-	// egress transport, metrics observer, no-op tracing (no OTLP export).
+	// egress transport with its default pool sizes, metrics observer,
+	// no-op tracing (no OTLP export). The baselines' transport keeps as
+	// many idle connections as there are callers.
 	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
 	if err != nil {
 		return nil, err
 	}
 	st := memstore.New()
 	defer st.Close()
-	tr := egress.NewTransport(egress.ClientConfig{MaxIdleConnsPerHost: idle})
+	tr := egress.NewTransport(egress.ClientConfig{}) // cmd/broker's defaults
 	defer tr.CloseIdleConnections()
 	tp := noop.NewTracerProvider()
 	runner := &engine.Runner{Store: st, Tracer: tp.Tracer("bench"), Propagator: propagation.TraceContext{}, Observer: metrics.New()}
@@ -259,7 +274,9 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 					if r%2 == 1 { // reverse order every other round
 						j = len(g) - 1 - i
 					}
+					c0 := upConns.Load()
 					a := runRound(ctx, g[j], c, p.Round, p.MaxCallsPerRound)
+					a.conns = upConns.Load() - c0
 					acc[j].add(a)
 				}
 			}
@@ -268,7 +285,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 				if res.Errors > 0 {
 					errs = append(errs, fmt.Errorf("%s at %d: %d errors (%s)", v.name, c, res.Errors, acc[i].firstErr))
 				}
-				s.logf("overhead: %-24s c=%-3d %9.0f calls/s  p50 %v  p99 %v", v.name, c, res.Throughput, res.P50, res.P99)
+				s.logf("overhead: %-24s c=%-3d %9.0f calls/s  p50 %v  p99 %v  upstream conns %d", v.name, c, res.Throughput, res.P50, res.P99, res.UpstreamConns)
 				out = append(out, res)
 			}
 		}
@@ -282,10 +299,16 @@ type roundAcc struct {
 	elapsed       time.Duration
 	lat           []time.Duration
 	firstErr      string
+	rounds        []float64
+	conns         int64 // upstream connections opened
 }
 
 func (a *roundAcc) add(b roundAcc) {
+	if b.elapsed > 0 {
+		a.rounds = append(a.rounds, float64(b.calls)/b.elapsed.Seconds())
+	}
 	a.calls += b.calls
+	a.conns += b.conns
 	a.errors += b.errors
 	a.elapsed += b.elapsed
 	a.lat = append(a.lat, b.lat...)
@@ -295,7 +318,7 @@ func (a *roundAcc) add(b roundAcc) {
 }
 
 func (a *roundAcc) result(v variant, c int) OverheadResult {
-	r := OverheadResult{Group: v.group, Variant: v.name, Concurrency: c, Calls: a.calls, Errors: a.errors, Elapsed: a.elapsed}
+	r := OverheadResult{Group: v.group, Variant: v.name, Concurrency: c, Calls: a.calls, Errors: a.errors, Elapsed: a.elapsed, RoundThroughput: a.rounds, UpstreamConns: a.conns}
 	if a.elapsed > 0 {
 		r.Throughput = float64(a.calls) / a.elapsed.Seconds()
 	}

@@ -25,14 +25,17 @@ type ParkedParams struct {
 	// (a connection carries at most 4096 concurrent streams).
 	Conns int
 	// Hold is how long the upstream keeps answering 503; zero picks
-	// 3 s + 0.5 ms per call.
+	// 2.5 s + 0.3 ms per call.
 	Hold time.Duration
+	// Settle is the pause after the warm-up, before the first sample.
+	Settle time.Duration
 }
 
 // memSample is one reading of the broker's memory and goroutines.
 type memSample struct {
 	RSS        int64   // VmRSS, bytes
 	HeapInuse  float64 // go_memstats_heap_inuse_bytes
+	StackInuse float64 // go_memstats_stack_inuse_bytes
 	Goroutines float64 // go_goroutines
 	Waiting    float64 // retrybroker_calls_waiting, all causes
 	InFlight   float64 // retrybroker_calls_in_flight
@@ -58,6 +61,15 @@ func (r ParkedResult) HeapPerCall() float64 {
 		return math.NaN()
 	}
 	return (r.Parked.HeapInuse - r.Before.HeapInuse) / r.Parked.Waiting
+}
+
+// GoMemPerCall is the Go heap and goroutine stacks in use per parked
+// call, in bytes: what the parked calls hold.
+func (r ParkedResult) GoMemPerCall() float64 {
+	if r.Parked.Waiting <= 0 {
+		return math.NaN()
+	}
+	return (r.Parked.HeapInuse + r.Parked.StackInuse - r.Before.HeapInuse - r.Before.StackInuse) / r.Parked.Waiting
 }
 
 // RSSPerCall is the resident memory per parked call, in bytes.
@@ -87,8 +99,8 @@ func (s *suite) parkedRun(ctx context.Context, p ParkedParams) ([]ParkedResult, 
 		if err != nil {
 			return out, fmt.Errorf("%d calls: %w", n, err)
 		}
-		s.logf("parked: %d calls: heap %.0f B/call, RSS %.0f B/call, goroutines %.0f -> %.0f -> %.0f, waiting %.0f, ok %d, errors %d",
-			n, r.HeapPerCall(), r.RSSPerCall(), r.Before.Goroutines, r.Parked.Goroutines, r.After.Goroutines, r.Parked.Waiting, r.Succeeded, r.Errors)
+		s.logf("parked: %d calls: heap+stacks %.0f B/call, heap %.0f B/call, RSS %.0f B/call, goroutines %.0f -> %.0f -> %.0f, waiting %.0f after %v, ok %d, errors %d %s",
+			n, r.GoMemPerCall(), r.HeapPerCall(), r.RSSPerCall(), r.Before.Goroutines, r.Parked.Goroutines, r.After.Goroutines, r.Parked.Waiting, r.IssueTime, r.Succeeded, r.Errors, r.FirstErr)
 		out = append(out, r)
 	}
 	return out, nil
@@ -141,7 +153,7 @@ func (s *suite) sample(b *broker) (memSample, error) {
 		return memSample{}, err
 	}
 	return memSample{
-		RSS: rss, HeapInuse: m["go_memstats_heap_inuse_bytes"], Goroutines: m["go_goroutines"],
+		RSS: rss, HeapInuse: m["go_memstats_heap_inuse_bytes"], StackInuse: m["go_memstats_stack_inuse_bytes"], Goroutines: m["go_goroutines"],
 		Waiting: m["retrybroker_calls_waiting"], InFlight: m["retrybroker_calls_in_flight"],
 	}, nil
 }
@@ -160,7 +172,7 @@ func (s *suite) parkedOne(ctx context.Context, p ParkedParams, n int) (ParkedRes
 	defer b.stop(5 * time.Second)
 	hold := p.Hold
 	if hold <= 0 {
-		hold = 3*time.Second + time.Duration(n)*500*time.Microsecond
+		hold = 2500*time.Millisecond + time.Duration(n)*300*time.Microsecond
 	}
 	conns := max(p.Conns, (n+3999)/4000)
 	var clients []rbv1.BrokerServiceClient
@@ -190,11 +202,14 @@ func (s *suite) parkedOne(ctx context.Context, p ParkedParams, n int) (ParkedRes
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // let the runtime settle (GC, idle conns closed)
+	time.Sleep(p.Settle) // let the runtime settle (GC, closed connections)
 	if res.Before, err = s.sample(b); err != nil {
 		return res, err
 	}
 
+	// A primer call gets the first 503 and closes the host's cooldown gate
+	// until the release; then the other n-1 calls come and park on the
+	// closed gate without reaching the upstream.
 	release := time.Now().Add(hold)
 	up.release.Store(release.UnixNano())
 	started := time.Now()
@@ -203,21 +218,35 @@ func (s *suite) parkedOne(ctx context.Context, p ParkedParams, n int) (ParkedRes
 	var wg sync.WaitGroup
 	var ok, errs atomic.Int64
 	var firstErr atomic.Value
-	for i := range n {
-		wg.Go(func() {
-			req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.url + "/items/" + strconv.Itoa(i)}}
-			resp, err := clients[i%conns].Execute(cctx, req)
-			switch {
-			case err != nil:
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-			case resp.GetResponse().GetStatusCode() == 200:
-				ok.Add(1)
-			default:
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, fmt.Sprintf("status %d, outcome %v", resp.GetResponse().GetStatusCode(), resp.GetOutcome()))
-			}
-		})
+	call := func(i int) {
+		req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.url + "/items/" + strconv.Itoa(i)}}
+		resp, err := clients[i%conns].Execute(cctx, req)
+		switch {
+		case err != nil:
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+		case resp.GetResponse().GetStatusCode() == 200:
+			ok.Add(1)
+		default:
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, fmt.Sprintf("status %d, outcome %v", resp.GetResponse().GetStatusCode(), resp.GetOutcome()))
+		}
+	}
+	wg.Go(func() { call(0) })
+	for {
+		m, err := s.sample(b)
+		if err == nil && m.Waiting >= 1 {
+			break
+		}
+		if time.Until(release) < hold/2 {
+			cancel()
+			wg.Wait()
+			return res, fmt.Errorf("the primer call did not park (upstream answered %d times)", up.held.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := 1; i < n; i++ {
+		wg.Go(func() { call(i) })
 	}
 	// Wait until all are parked (or the release is near), then sample.
 	for {

@@ -197,6 +197,23 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 func (b *broker) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	// Wait for the port first: a gRPC client that finds it closed backs
+	// off for a second before trying again.
+	for {
+		c, err := net.DialTimeout("tcp", b.addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			break
+		}
+		if !b.running() {
+			return fmt.Errorf("broker exited (%v): %s", b.err, strings.TrimSpace(b.out.String()))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker on %s not listening: %w: %s", b.addr, ctx.Err(), strings.TrimSpace(b.out.String()))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	conn, err := dial(b.addr)
 	if err != nil {
 		return err

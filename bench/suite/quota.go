@@ -138,8 +138,10 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 			}
 			o.redisURL = rs.URL()
 		}
+		t0 := time.Now()
 		brokers, err := s.startBrokers(ctx, n, o)
-		defer stopAll(brokers)
+		s.logf("quota: %d brokers started in %v", n, time.Since(t0))
+		defer func() { t0 := time.Now(); stopAll(brokers); s.logf("quota: brokers stopped in %v", time.Since(t0)) }()
 		if err != nil {
 			return res, err
 		}
@@ -157,7 +159,12 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 		return res, fmt.Errorf("unknown row %q", c.Row)
 	}
 
-	start := time.Now().Add(300 * time.Millisecond).Truncate(time.Second).Add(time.Second)
+	// Window 0 starts at the first whole second at least 200 ms away.
+	ready := time.Now().Add(200 * time.Millisecond)
+	start := ready.Truncate(time.Second)
+	if start.Before(ready) {
+		start = start.Add(time.Second)
+	}
 	prov, err := fakeprovider.Start(fakeprovider.Config{
 		Style: c.Style, Quota: p.Quota, Window: p.Window, Windows: p.Windows, Start: start,
 		KeepArrivals: s.opts.TraceDir != "", MaxArrivals: 200_000,
@@ -196,6 +203,7 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 		})
 	}
 	wg.Wait()
+	s.logf("quota: callers done %v after the end", time.Since(end))
 	res.Stats = prov.Stats()
 	if s.opts.TraceDir != "" {
 		if err := writeArrivals(filepath.Join(s.opts.TraceDir, fmt.Sprintf("arrivals-%s-%s.csv", c.Style, c.Row)), res.Stats); err != nil {

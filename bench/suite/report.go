@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
+	"github.com/retrybroker/retrybroker/internal/egress"
 )
 
 // Target is one of the issue's targets, evaluated on the run.
@@ -45,8 +46,35 @@ func (r *Report) overheadResult(variant string, c int) (OverheadResult, bool) {
 	return OverheadResult{}, false
 }
 
-// ThroughputRatio is variant / baseline throughput at concurrency c.
+// ThroughputRatio is variant / baseline throughput at concurrency c: the
+// median over rounds of the ratio of the two variants' throughput in the
+// same round (they ran back to back), which a burst of noise on the
+// machine moves far less than the ratio of totals.
 func (r *Report) ThroughputRatio(variant, baseline string, c int) (float64, bool) {
+	a, ok1 := r.overheadResult(variant, c)
+	b, ok2 := r.overheadResult(baseline, c)
+	if !ok1 || !ok2 || b.Throughput == 0 {
+		return 0, false
+	}
+	var ratios []float64
+	for i := range min(len(a.RoundThroughput), len(b.RoundThroughput)) {
+		if b.RoundThroughput[i] > 0 {
+			ratios = append(ratios, a.RoundThroughput[i]/b.RoundThroughput[i])
+		}
+	}
+	if len(ratios) == 0 {
+		return a.Throughput / b.Throughput, true
+	}
+	sort.Float64s(ratios)
+	n := len(ratios)
+	if n%2 == 1 {
+		return ratios[n/2], true
+	}
+	return (ratios[n/2-1] + ratios[n/2]) / 2, true
+}
+
+// TotalRatio is variant / baseline throughput over all rounds.
+func (r *Report) TotalRatio(variant, baseline string, c int) (float64, bool) {
 	a, ok1 := r.overheadResult(variant, c)
 	b, ok2 := r.overheadResult(baseline, c)
 	if !ok1 || !ok2 || b.Throughput == 0 {
@@ -104,7 +132,7 @@ func (r *Report) Targets() []Target {
 	}
 	for _, p := range r.Parked {
 		out = append(out,
-			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (Go heap)", p.Calls), fmtBytes(p.HeapPerCall()), yesNo(p.HeapPerCall() <= 20*1024)},
+			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (Go heap + stacks in use)", p.Calls), fmtBytes(p.GoMemPerCall()), yesNo(p.GoMemPerCall() <= 20*1024)},
 			Target{fmt.Sprintf("%d parked calls: ≤ 20 KiB per parked call (RSS)", p.Calls), fmtBytes(p.RSSPerCall()), yesNo(p.RSSPerCall() <= 20*1024)},
 			Target{
 				fmt.Sprintf("%d parked calls: goroutines back to baseline", p.Calls),
@@ -159,16 +187,16 @@ func (r *Report) QuotaTable() string {
 	p := r.Quota
 	fmt.Fprintf(&b, "Quota citizenship: C=%d callers, Q=%d calls per W=%v window, %d windows (quota %d).\n\n",
 		p.Callers, p.Quota, p.Window, p.Windows, p.Quota*p.Windows)
-	b.WriteString("| style | row | callers | goodput | refused / window (max) | early sends | accepted | refused | caller calls | call outcomes |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| style | row | callers | goodput | refused / window (max) | early sends | accepted | refused | late | caller calls | call outcomes |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, q := range r.QuotaRes {
 		if q.Err != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | |\n", q.Style, q.Row, q.Row.Describe(), q.Err)
+			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | | |\n", q.Style, q.Row, q.Row.Describe(), q.Err)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f (%d) | %d | %d | %d | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f (%d) | %d | %d | %d | %d | %d | %s |\n",
 			q.Style, q.Row, q.Row.Describe(), pct(q.Goodput()), q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early,
-			q.Stats.Accepted, q.Stats.Refused, q.Calls, outcomeSummary(q.Outcomes))
+			q.Stats.Accepted, q.Stats.Refused, q.Stats.Outside, q.Calls, outcomeSummary(q.Outcomes))
 	}
 	return b.String()
 }
@@ -213,33 +241,32 @@ func (r *Report) ComparisonTable() string {
 func (r *Report) OverheadTable() string {
 	var b strings.Builder
 	p := r.Overhead
-	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level.\n\n", p.Rounds, p.Round)
-	b.WriteString("| call | concurrency | variant | calls/s | p50 | p99 | throughput ratio |\n")
-	b.WriteString("|---|---:|---|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level; the ratio is the median of the per-round ratios (the ratio of all rounds' totals in brackets).\n\n", p.Rounds, p.Round)
+	b.WriteString("| call | concurrency | variant | calls/s | p50 | p99 | upstream connections opened | throughput ratio |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|---:|---|\n")
 	for _, o := range r.OverRes {
 		ratio := ""
+		rat := func(base, label string) string {
+			x, ok := r.ThroughputRatio(o.Variant, base, o.Concurrency)
+			if !ok {
+				return ""
+			}
+			t, _ := r.TotalRatio(o.Variant, base, o.Concurrency)
+			return fmt.Sprintf("%.1f%% of %s (all rounds: %.1f%%)", 100*x, label, 100*t)
+		}
 		switch o.Variant {
 		case VarClassify:
-			if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, o.Concurrency); ok {
-				ratio = fmt.Sprintf("%.1f%% of empty handler", 100*x)
-			}
+			ratio = rat(VarEmpty, "empty handler")
 		case VarExecute:
-			if x, ok := r.ThroughputRatio(VarExecute, VarForwarder, o.Concurrency); ok {
-				ratio = fmt.Sprintf("%.1f%% of forwarder", 100*x)
-			}
-			if x, ok := r.ThroughputRatio(VarExecute, VarDirect, o.Concurrency); ok {
-				ratio += fmt.Sprintf(", %.1f%% of direct HTTP", 100*x)
-			}
+			ratio = rat(VarForwarder, "forwarder") + "; " + rat(VarDirect, "direct HTTP")
 		case VarForwarder:
-			if x, ok := r.ThroughputRatio(VarForwarder, VarDirect, o.Concurrency); ok {
-				ratio = fmt.Sprintf("%.1f%% of direct HTTP", 100*x)
-			}
+			ratio = rat(VarDirect, "direct HTTP")
 		}
 		errs := ""
 		if o.Errors > 0 {
 			errs = fmt.Sprintf(" (%d errors)", o.Errors)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s%s | %.0f | %s | %s | %s |\n", o.Group, o.Concurrency, o.Variant, errs, o.Throughput, fmtDur(o.P50), fmtDur(o.P99), ratio)
+		fmt.Fprintf(&b, "| %s | %d | %s%s | %.0f | %s | %s | %d | %s |\n", o.Group, o.Concurrency, o.Variant, errs, o.Throughput, fmtDur(o.P50), fmtDur(o.P99), o.UpstreamConns, ratio)
 	}
 	return b.String()
 }
@@ -247,11 +274,12 @@ func (r *Report) OverheadTable() string {
 // ParkedTable is the parked-calls table.
 func (r *Report) ParkedTable() string {
 	var b strings.Builder
-	b.WriteString("| parked calls | parked when sampled | heap in use: before → parked | heap / parked call | RSS: before → parked | RSS / parked call | goroutines: before → parked → after | goroutines / call | calls OK | errors | time to park all |\n")
-	b.WriteString("|---:|---:|---|---:|---|---:|---|---:|---:|---:|---:|\n")
+	b.WriteString("| parked calls | parked when sampled | Go heap: before → parked | heap / call | stacks: before → parked | heap + stacks / call | RSS: before → parked | RSS / call | goroutines: before → parked → after | goroutines / call | calls OK | errors | time to park all |\n")
+	b.WriteString("|---:|---:|---|---:|---|---:|---|---:|---|---:|---:|---:|---:|\n")
 	for _, p := range r.Parked {
-		fmt.Fprintf(&b, "| %d | %.0f | %s → %s | %s | %s → %s | %s | %.0f → %.0f → %.0f | %.2f | %d | %d | %s |\n",
+		fmt.Fprintf(&b, "| %d | %.0f | %s → %s | %s | %s → %s | %s | %s → %s | %s | %.0f → %.0f → %.0f | %.2f | %d | %d | %s |\n",
 			p.Calls, p.Parked.Waiting, fmtBytes(p.Before.HeapInuse), fmtBytes(p.Parked.HeapInuse), fmtBytes(p.HeapPerCall()),
+			fmtBytes(p.Before.StackInuse), fmtBytes(p.Parked.StackInuse), fmtBytes(p.GoMemPerCall()),
 			fmtBytes(float64(p.Before.RSS)), fmtBytes(float64(p.Parked.RSS)), fmtBytes(p.RSSPerCall()),
 			p.Before.Goroutines, p.Parked.Goroutines, p.After.Goroutines, p.GoroutinesPerCall(), p.Succeeded, p.Errors, fmtDur(p.IssueTime))
 	}
@@ -312,6 +340,7 @@ func (r *Report) Markdown() string {
 		show  bool
 	}{
 		{"Targets", r.TargetTable(), true},
+		{"Why targets were missed", bulletList(r.Findings()), len(r.Findings()) > 0},
 		{"Quota citizenship", r.QuotaTable(), len(r.QuotaRes) > 0},
 		{"Quota citizenship: side-by-side ratios", r.ComparisonTable(), len(r.QuotaRes) > 0},
 		{"Overhead", r.OverheadTable(), len(r.OverRes) > 0},
@@ -329,6 +358,78 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
 		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Findings explains, from the run's own figures, why targets were missed.
+func (r *Report) Findings() []string {
+	var out []string
+	for _, st := range r.quotaStyles() {
+		for _, row := range []Row{RowOneBroker, RowRedis3} {
+			q, ok := r.quotaResult(st, row)
+			if !ok {
+				continue
+			}
+			if q.Goodput() < 0.95 {
+				idle := 0
+				for _, w := range q.Stats.Windows {
+					if w.Accepted < q.Stats.Quota && w.Refused == 0 {
+						idle++
+					}
+				}
+				if idle > 0 {
+					out = append(out, fmt.Sprintf("%s row %s: goodput %s. In %d of %d windows the provider accepted fewer than Q = %d calls and refused none: the broker held its gate closed (callers parked until the reset) while quota was left, so the loss is the broker's, not the callers'.",
+						st, row, pct(q.Goodput()), idle, len(q.Stats.Windows), q.Stats.Quota))
+				} else {
+					out = append(out, fmt.Sprintf("%s row %s: goodput %s.", st, row, pct(q.Goodput())))
+				}
+			}
+			if q.Stats.MaxRefusedInAWindow() > 1 || q.Stats.Early > 0 {
+				if st == fakeprovider.Azure {
+					out = append(out, fmt.Sprintf("%s row %s: %.2f refused calls per window (max %d), %d early sends. The Azure style reports no remaining count on accepted calls, so the broker learns that the quota is gone only from the first refusal; the calls already on their way arrive after that announcement and are refused too.",
+						st, row, q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early))
+				} else {
+					out = append(out, fmt.Sprintf("%s row %s: %.2f refused calls per window (max %d), %d early sends, although every accepted response carried the remaining count and the reset.",
+						st, row, q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early))
+				}
+			}
+		}
+	}
+	for _, c := range r.Overhead.Concurrency {
+		x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c)
+		if !ok || x >= 0.85 {
+			continue
+		}
+		b, _ := r.overheadResult(VarExecute, c)
+		f, _ := r.overheadResult(VarForwarder, c)
+		msg := fmt.Sprintf("Execute at concurrency %d: %.1f%% of the minimal forwarder.", c, 100*x)
+		if b.UpstreamConns > f.UpstreamConns && b.Calls > 0 {
+			msg += fmt.Sprintf(" The broker opened %d new upstream connections during its rounds (one per %.1f calls), the forwarder %d: the egress transport of cmd/broker keeps at most %d idle connections per host (and 100 in all), with no setting to raise them, so beyond %d concurrent calls to one host most calls pay for a new TCP connection.",
+				b.UpstreamConns, float64(b.Calls)/float64(b.UpstreamConns), f.UpstreamConns, egress.DefaultMaxIdleConnsPerHost, egress.DefaultMaxIdleConnsPerHost)
+		}
+		out = append(out, msg)
+	}
+	for _, c := range r.Overhead.Concurrency {
+		if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, c); ok && x < 0.90 {
+			out = append(out, fmt.Sprintf("ClassifyResponse at concurrency %d: %.1f%% of the empty handler.", c, 100*x))
+		}
+	}
+	for _, p := range r.Parked {
+		if p.GoMemPerCall() > 20*1024 || p.RSSPerCall() > 20*1024 {
+			out = append(out, fmt.Sprintf("%d parked calls: %s of Go heap and stacks (%s of heap alone) and %s of RSS per parked call.", p.Calls, fmtBytes(p.GoMemPerCall()), fmtBytes(p.HeapPerCall()), fmtBytes(p.RSSPerCall())))
+		}
+		if p.After.Goroutines > p.Before.Goroutines {
+			out = append(out, fmt.Sprintf("%d parked calls: %.0f goroutines after the calls ended, %.0f before.", p.Calls, p.After.Goroutines, p.Before.Goroutines))
+		}
+	}
+	return out
+}
+
+func bulletList(items []string) string {
+	var b strings.Builder
+	for _, x := range items {
+		fmt.Fprintf(&b, "- %s\n", x)
 	}
 	return b.String()
 }

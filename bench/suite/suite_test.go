@@ -1,0 +1,138 @@
+package suite_test
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrybroker/retrybroker/bench/suite"
+)
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// brokerBin returns $BROKER_BIN (absolute, or relative to the repository
+// root, as for the clients' tests) or builds ./cmd/broker.
+func brokerBin(t *testing.T, root string) string {
+	t.Helper()
+	if p := os.Getenv("BROKER_BIN"); p != "" {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		return p
+	}
+	bin := filepath.Join(t.TempDir(), "broker")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/broker")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/broker: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestQuickRun runs the whole suite in quick mode and checks that it
+// produces its tables, the document and the charts. It asserts no
+// performance figure: the machine may be busy.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs broker and redis-server processes for about 20 seconds")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not found on PATH: run make redis (or apt-get install -y redis-server)")
+	}
+	root := repoRoot(t)
+	bin := brokerBin(t, root)
+	out := t.TempDir()
+	doc := filepath.Join(out, "benchmarks.md")
+	charts := filepath.Join(out, "benchmarks")
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rep, err := suite.Run(ctx, suite.Options{
+		Quick: true, BrokerBin: bin, ModuleRoot: root, DocPath: doc, ChartDir: charts,
+		Command: "go run ./bench/cmd/benchsuite -quick", Log: &log,
+	})
+	t.Logf("quick run: %v", time.Since(start))
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if len(rep.Errors) > 0 {
+		t.Fatalf("scenario errors: %q\n%s", rep.Errors, log.String())
+	}
+
+	qp, op, pp, sp := suite.Params(true)
+	if len(rep.QuotaRes) != len(qp.Cases) {
+		t.Errorf("quota rows: %d, want %d", len(rep.QuotaRes), len(qp.Cases))
+	}
+	for _, q := range rep.QuotaRes {
+		if q.Calls == 0 || q.Stats.Accepted == 0 {
+			t.Errorf("quota %s/%s: no calls reached the provider: %+v", q.Style, q.Row, q)
+		}
+	}
+	if want := len(op.Concurrency) * 5; len(rep.OverRes) != want {
+		t.Errorf("overhead results: %d, want %d", len(rep.OverRes), want)
+	}
+	for _, o := range rep.OverRes {
+		if o.Calls == 0 || o.P50 <= 0 {
+			t.Errorf("overhead %s at %d: no calls measured", o.Variant, o.Concurrency)
+		}
+	}
+	if len(rep.Parked) != len(pp.Calls) {
+		t.Errorf("parked results: %d, want %d", len(rep.Parked), len(pp.Calls))
+	}
+	if len(rep.Config) != len(sp.Tenants) || len(rep.RedisOps) != 2 {
+		t.Errorf("scale results: %d config, %d redis", len(rep.Config), len(rep.RedisOps))
+	}
+	for _, r := range rep.RedisOps {
+		if r.Commands == 0 || r.RoundTrips == 0 {
+			t.Errorf("redis ops %q: nothing counted", r.Case)
+		}
+	}
+
+	md := rep.Markdown()
+	for _, want := range []string{
+		"### Targets", "| target | measured | met |",
+		"### Quota citizenship", "| style | row |", "| github | a |", "| github | b |",
+		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
+		"### Parked calls", "### Scale", "round trips / Execute",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 4. Scale", "benchmarks/" + suite.ChartGoodput} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("%s lacks %q", doc, want)
+		}
+	}
+	for _, name := range []string{suite.ChartGoodput, suite.ChartWaste, suite.ChartLatencyClassify, suite.ChartLatencyExecute, suite.ChartRatio} {
+		f, err := os.Open(filepath.Join(charts, name))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		cfg, err := png.DecodeConfig(f)
+		_ = f.Close()
+		if err != nil || cfg.Width < 100 || cfg.Height < 100 {
+			t.Errorf("%s: not a chart (%v, %dx%d)", name, err, cfg.Width, cfg.Height)
+		}
+	}
+}
