@@ -71,7 +71,8 @@ func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) f
 	p.Legend.Top = true
 	p.NominalX(names...)
 	p.Y.Min = 0
-	p.Y.Max = ymax * 1.15
+	p.Y.Max = ymax * 1.4 // room for the legend
+	p.X.Min, p.X.Max = -0.6, float64(len(rows))-0.4
 	p.Add(plotter.NewGrid())
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }

@@ -103,7 +103,14 @@ client "not before T" (a refusal carrying its reset or delay, or an accepted
 response reporting 0 remaining with its reset), every call arriving after that
 answer and before T is early. T is exactly what was announced: the reset for
 GitHub and Jira, arrival + x-ms-retry-after-ms (rounded up to the next
-millisecond, never before the boundary) for Azure.
+millisecond, never before the boundary) for Azure. **Late** calls arrived after
+the last window: the run ends at a window boundary, where the broker's gate
+reopens, and a call whose caller's deadline is that very instant can still be
+sent (gRPC hands the server the remaining time, so the server's deadline falls
+a moment after the caller's). Late calls count in no window.
+
+GitHub-style refusals use 429 here: go-retryablehttp does not retry a 403, so
+with 403 row a would loop without any backoff and look worse still.
 
 `, p.Callers, p.Windows, p.Window, p.Quota)
 	b.WriteString(r.QuotaTable())
@@ -124,8 +131,12 @@ destination guard and the metrics observer, as in `+"`cmd/broker`"+`) with a min
 gRPC-to-HTTP forwarder (no retries, no guard, no store) and with direct HTTP to
 the same upstream. The variants of a group run in alternating short rounds
 (A B, then B A, ...: %d rounds of %v each, after a warm-up), so that noise
-hits them alike; the ratio is broker throughput over baseline throughput.
-Latencies are per call, p50 and p99 over all rounds.
+hits them alike; the ratio is broker throughput over baseline throughput in
+the same round, the median over rounds. Latencies are per call, p50 and p99
+over all rounds. The broker's egress transport has cmd/broker's default pool
+sizes; the baselines' transport keeps as many idle connections as there are
+callers. The upstream counts the connections it accepts during each variant's
+rounds: 0 means every call reused a pooled connection.
 
 `, r.Overhead.Rounds, r.Overhead.Round)
 	b.WriteString(r.OverheadTable())

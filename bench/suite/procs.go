@@ -152,6 +152,9 @@ type broker struct {
 	*process
 	addr        string
 	metricsAddr string
+	// scrape keeps one connection to the metrics endpoint, so that
+	// scraping adds a constant number of goroutines to the broker.
+	scrape *http.Client
 }
 
 // startBroker runs the broker binary on a free loopback port with the dev
@@ -245,6 +248,14 @@ func (b *broker) waitReady(ctx context.Context) error {
 	}
 }
 
+// stop stops the broker process and closes the scraping connection.
+func (b *broker) stop(grace time.Duration) {
+	b.process.stop(grace)
+	if b.scrape != nil {
+		b.scrape.CloseIdleConnections()
+	}
+}
+
 func (b *broker) metricsUp() bool {
 	_, err := b.metrics()
 	return err == nil
@@ -256,9 +267,10 @@ func (b *broker) metrics() (map[string]float64, error) {
 	if b.metricsAddr == "" {
 		return nil, errors.New("metrics not enabled")
 	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get("http://" + b.metricsAddr + "/metrics")
+	if b.scrape == nil {
+		b.scrape = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1}}
+	}
+	resp, err := b.scrape.Get("http://" + b.metricsAddr + "/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +278,9 @@ func (b *broker) metrics() (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("metrics: status %d", resp.StatusCode)
 	}
-	return parseMetrics(resp.Body)
+	m, err := parseMetrics(resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return m, err
 }
 
 // parseMetrics reads the Prometheus text format, summing samples of a

@@ -126,7 +126,7 @@ func Params(quick bool) (QuotaParams, OverheadParams, ParkedParams, ScaleParams)
 		}, OverheadParams{
 			Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000,
 		}, ParkedParams{
-			Calls: []int{200}, Conns: 2, Hold: 1500 * time.Millisecond, Settle: 300 * time.Millisecond,
+			Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond,
 		}, ScaleParams{
 			Tenants: []int{1, 1000}, RedisExecutes: 20,
 		}
