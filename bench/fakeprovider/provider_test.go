@@ -238,11 +238,13 @@ func TestServerOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}} // loopback, never a proxy
+	defer client.CloseIdleConnections()
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 10 {
-				r, err := http.Get(s.URL() + "/x")
+				r, err := client.Get(s.URL() + "/x")
 				if err != nil {
 					t.Error(err)
 					return
