@@ -169,8 +169,11 @@ closes its connections after each response, so no idle pooled connection
 	b.WriteString(`Configuration load: a generated file with N tenants in the shape of
 internal/config's 100k-tenant benchmark (one API key each, shared policies,
 one tenant in a hundred with a policy of its own), loaded with config.Load
-(read, parse, validate, index); the median of several loads, and the heap the
-loaded configuration retains after GC.
+(read, parse, validate, index) in the suite's process: the median of several
+loads, and the heap the loaded configuration retains after GC. Then a broker
+process starts with --config on the same file: the time from exec to its
+first SERVING health answer, and its heap in use and RSS once ready (the
+first row is a broker without --config, for comparison).
 
 Redis operations: a broker with --redis runs Execute calls one at a time; the
 suite reads INFO commandstats before and after (commands run by scripts
@@ -180,6 +183,11 @@ proxy between the broker and Redis.
 `)
 	b.WriteString(r.ScaleTables())
 	b.WriteString("\n")
+	if o := r.Observations(); len(o) > 0 {
+		b.WriteString("Observations:\n\n")
+		b.WriteString(bulletList(o))
+		b.WriteString("\n")
+	}
 	if len(r.Errors) > 0 {
 		b.WriteString("## Errors in this run\n\n")
 		for _, e := range r.Errors {

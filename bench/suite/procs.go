@@ -123,14 +123,19 @@ func (p *process) stop(grace time.Duration) {
 	<-p.exited
 }
 
-// rssBytes reads VmRSS of the process from /proc.
-func (p *process) rssBytes() (int64, error) {
+// rssBytes reads VmRSS (resident set) of the process from /proc.
+func (p *process) rssBytes() (int64, error) { return p.procStatus("VmRSS:") }
+
+// peakRSSBytes reads VmHWM (peak resident set) of the process from /proc.
+func (p *process) peakRSSBytes() (int64, error) { return p.procStatus("VmHWM:") }
+
+func (p *process) procStatus(field string) (int64, error) {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			f := strings.Fields(v)
 			if len(f) == 2 && f[1] == "kB" {
 				n, err := strconv.ParseInt(f[0], 10, 64)
@@ -138,13 +143,16 @@ func (p *process) rssBytes() (int64, error) {
 			}
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // brokerOptions are the flags of one broker process.
 type brokerOptions struct {
 	redisURL string
 	metrics  bool
+	// config is a --config file; the dev tenant's --allow-destinations is
+	// then not passed.
+	config string
 }
 
 // broker is a running broker process.
@@ -152,6 +160,9 @@ type broker struct {
 	*process
 	addr        string
 	metricsAddr string
+	// startup is the time from starting the process to its first SERVING
+	// health answer.
+	startup time.Duration
 	// scrape keeps one connection to the metrics endpoint, so that
 	// scraping adds a constant number of goroutines to the broker.
 	scrape *http.Client
@@ -168,7 +179,12 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 			return nil, err
 		}
 		b := &broker{addr: net.JoinHostPort(loopback, strconv.Itoa(port))}
-		args := []string{"--listen", b.addr, "--allow-destinations", "127.0.0.1/32", "--log-level", "warn", "--shutdown-timeout", "2s"}
+		args := []string{"--listen", b.addr, "--log-level", "warn", "--shutdown-timeout", "2s"}
+		if o.config != "" {
+			args = append(args, "--config", o.config)
+		} else {
+			args = append(args, "--allow-destinations", "127.0.0.1/32")
+		}
 		if o.metrics {
 			mport, err := freePort()
 			if err != nil {
@@ -180,11 +196,13 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 		if o.redisURL != "" {
 			args = append(args, "--redis", o.redisURL)
 		}
+		t0 := time.Now()
 		b.process, err = startProcess(bin, args...)
 		if err != nil {
 			return nil, fmt.Errorf("start broker: %w", err)
 		}
 		if lastErr = b.waitReady(ctx); lastErr == nil {
+			b.startup = time.Since(t0)
 			return b, nil
 		}
 		b.stop(time.Second)

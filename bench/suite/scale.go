@@ -42,6 +42,22 @@ type ConfigResult struct {
 	Retained int64
 	// Allocated is the bytes allocated by one load.
 	Allocated uint64
+	// Broker* describe a broker process started with --config: the time
+	// from exec to its first SERVING health answer, and its memory once
+	// ready (heap in use and RSS).
+	BrokerStartup time.Duration
+	BrokerHeap    float64
+	BrokerRSS     int64
+	BrokerPeakRSS int64
+}
+
+// BrokerBaseline is a broker process without --config (the dev tenant),
+// for comparison with the configured ones.
+type BrokerBaseline struct {
+	Startup time.Duration
+	Heap    float64
+	RSS     int64
+	PeakRSS int64
 }
 
 // RedisOpsResult counts what Execute costs in Redis.
@@ -99,18 +115,46 @@ tenants:
 	return []byte(b.String())
 }
 
-// configRun generates and loads configurations of each size.
-func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, error) {
+// brokerMemory starts a broker (with a --config file, or none), waits for
+// it to be ready and settle, and reports its startup time and memory.
+func (s *suite) brokerMemory(ctx context.Context, configPath string) (BrokerBaseline, error) {
+	b, err := startBroker(ctx, s.brokerBin, brokerOptions{metrics: true, config: configPath})
+	if err != nil {
+		return BrokerBaseline{}, err
+	}
+	defer b.stop(5 * time.Second)
+	time.Sleep(time.Second)
+	m, err := s.sample(b)
+	if err != nil {
+		return BrokerBaseline{}, err
+	}
+	peak, err := b.peakRSSBytes()
+	if err != nil {
+		return BrokerBaseline{}, err
+	}
+	return BrokerBaseline{Startup: b.startup, Heap: m.HeapInuse, RSS: m.RSS, PeakRSS: peak}, nil
+}
+
+// configRun generates and loads configurations of each size, in this
+// process (config.Load) and in a broker process (--config).
+func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, *BrokerBaseline, error) {
 	var out []ConfigResult
+	var base *BrokerBaseline
+	bb, err := s.brokerMemory(ctx, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker without --config: %w", err)
+	}
+	base = &bb
+	s.logf("config: broker without --config: ready in %v, heap %s, RSS %s (peak %s)", bb.Startup, fmtBytes(bb.Heap), fmtBytes(float64(bb.RSS)), fmtBytes(float64(bb.PeakRSS)))
 	for _, n := range p.Tenants {
 		if ctx.Err() != nil {
-			return out, ctx.Err()
+			return out, base, ctx.Err()
 		}
 		data := tenantsYAML(n)
 		path := filepath.Join(s.tmp, fmt.Sprintf("tenants-%d.yaml", n))
 		err := os.WriteFile(path, data, 0o600)
 		if err != nil {
-			return out, err
+			return out, base, err
 		}
 		r := ConfigResult{Tenants: n, FileBytes: len(data)}
 		// Repeat small loads more, for a stable median, within ~2 s.
@@ -127,10 +171,10 @@ func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, e
 			d, err := config.Load(path)
 			el := time.Since(t0)
 			if err != nil {
-				return out, fmt.Errorf("%d tenants: %w", n, err)
+				return out, base, fmt.Errorf("%d tenants: %w", n, err)
 			}
 			if d.Len() != n {
-				return out, fmt.Errorf("%d tenants: loaded %d", n, d.Len())
+				return out, base, fmt.Errorf("%d tenants: loaded %d", n, d.Len())
 			}
 			times = append(times, el)
 		}
@@ -144,7 +188,7 @@ func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, e
 		kept := make([]*config.Directory, copies)
 		for i := range kept {
 			if kept[i], err = config.Load(path); err != nil {
-				return out, err
+				return out, base, err
 			}
 		}
 		runtime.ReadMemStats(&after)
@@ -156,12 +200,17 @@ func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, e
 		runtime.KeepAlive(kept)
 		slices.Sort(times)
 		r.Loads, r.Load = loads, times[len(times)/2]
+		bm, err := s.brokerMemory(ctx, path)
+		if err != nil {
+			return out, base, fmt.Errorf("broker with %d tenants: %w", n, err)
+		}
+		r.BrokerStartup, r.BrokerHeap, r.BrokerRSS, r.BrokerPeakRSS = bm.Startup, bm.Heap, bm.RSS, bm.PeakRSS
 		_ = os.Remove(path)
-		s.logf("config: %d tenants (%d bytes): load %v (median of %d), retained %d B (%.0f B/tenant)",
-			n, r.FileBytes, r.Load, loads, r.Retained, float64(r.Retained)/float64(n))
+		s.logf("config: %d tenants (%d bytes): load %v (median of %d), retained %d B (%.0f B/tenant); broker ready in %v, heap %s, RSS %s (peak %s)",
+			n, r.FileBytes, r.Load, loads, r.Retained, float64(r.Retained)/float64(n), r.BrokerStartup, fmtBytes(r.BrokerHeap), fmtBytes(float64(r.BrokerRSS)), fmtBytes(float64(r.BrokerPeakRSS)))
 		out = append(out, r)
 	}
-	return out, nil
+	return out, base, nil
 }
 
 // redisOpsRun counts Redis commands and round trips per Execute through a

@@ -71,7 +71,9 @@ type Report struct {
 	OverRes  []OverheadResult
 	Parked   []ParkedResult
 	Config   []ConfigResult
-	RedisOps []RedisOpsResult
+	// BrokerBase is a broker without --config, beside Config's brokers.
+	BrokerBase *BrokerBaseline
+	RedisOps   []RedisOpsResult
 	// Errors are scenario failures; the rest of the report stands.
 	Errors []string
 }
@@ -204,8 +206,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// Configuration load runs first: it measures this process's heap,
 	// which is quietest before the other scenarios have run.
 	if want("scale") {
-		cr, err := s.configRun(ctx, sp)
-		rep.Config = cr
+		cr, base, err := s.configRun(ctx, sp)
+		rep.Config, rep.BrokerBase = cr, base
 		if err != nil {
 			rep.Errors = append(rep.Errors, "config load: "+err.Error())
 		}
