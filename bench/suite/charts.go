@@ -21,9 +21,9 @@ func drawCharts(r *Report, dir string) error {
 	if len(r.QuotaRes) > 0 {
 		errs = append(errs,
 			quotaChart(r, filepath.Join(dir, ChartGoodput), "Goodput: accepted calls / (quota × windows)", "goodput (% of quota)",
-				func(q QuotaResult) float64 { return 100 * q.Goodput() }, 95, "target 95%"),
+				func(q QuotaResult) float64 { return 100 * q.Goodput() }, 95, "target 95%", "%.0f"),
 			quotaChart(r, filepath.Join(dir, ChartWaste), "Waste: refused calls per window", "refused calls per window",
-				func(q QuotaResult) float64 { return q.Waste() }, 1, "target ≤ 1 (rows b, c)"))
+				func(q QuotaResult) float64 { return q.Waste() }, 1, "target ≤ 1 (rows b, c)", "%.1f"))
 	}
 	if len(r.OverRes) > 0 {
 		errs = append(errs,
@@ -36,7 +36,7 @@ func drawCharts(r *Report, dir string) error {
 
 // quotaChart draws one bar per (row, style), rows on the X axis, styles as
 // bar groups, with a horizontal target line.
-func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) float64, target float64, targetLabel string) error {
+func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) float64, target float64, targetLabel string, format string) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
@@ -47,10 +47,13 @@ func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) f
 	ymax := target
 	for i, st := range styles {
 		vals := make(plotter.Values, len(rows))
+		var lab plotter.XYLabels
 		for j, row := range rows {
 			if q, ok := r.quotaResult(st, row); ok {
 				vals[j] = value(q)
 				ymax = math.Max(ymax, vals[j])
+				lab.XYs = append(lab.XYs, plotter.XY{X: float64(j), Y: vals[j]})
+				lab.Labels = append(lab.Labels, fmt.Sprintf(format, vals[j]))
 			}
 		}
 		bars, err := plotter.NewBarChart(vals, width)
@@ -62,6 +65,18 @@ func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) f
 		bars.Offset = vg.Length(float64(i)-float64(len(styles)-1)/2) * width
 		p.Add(bars)
 		p.Legend.Add(string(st), bars)
+		if len(lab.XYs) > 0 {
+			labels, err := plotter.NewLabels(lab)
+			if err != nil {
+				return err
+			}
+			for k := range labels.TextStyle {
+				labels.TextStyle[k].Font.Size = vg.Points(7)
+				labels.TextStyle[k].XAlign = draw.XCenter
+			}
+			labels.Offset = vg.Point{X: bars.Offset, Y: vg.Points(2)}
+			p.Add(labels)
+		}
 	}
 	line := plotter.NewFunction(func(float64) float64 { return target })
 	line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}

@@ -3,6 +3,7 @@ package suite
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Chart file names, in ChartDir.
@@ -40,10 +41,10 @@ broker processes built from ` + "`./cmd/broker`" + `.
 
 `)
 	b.WriteString("## Reproduce\n\n```sh\n" + r.Command + "\n```\n\n")
-	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,overhead,parked,scale` runs some scenarios only. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
+	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,overhead,parked,scale` runs some scenarios only, `-styles github,azure,jira` some provider styles only; `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
 	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| run time | %s |\n\n",
-		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), fmtDur(r.Elapsed.Round(1e9)))
+		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), r.Elapsed.Round(time.Second))
 	b.WriteString("The machine is shared: other builds and tests may run at the same time, so absolute figures are noisy. Ratios are measured side by side (and, for overhead, in alternating rounds) so that noise hits both sides alike.\n\n")
 
 	b.WriteString("## Targets\n\n")
