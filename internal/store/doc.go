@@ -27,10 +27,8 @@
 // response; the broker keeps the goal of at most one refused call per gate
 // per quota window with two rules:
 //
-//   - When a response reports a remaining count that is at most the number
-//     of other attempts still in flight on the gate, the gate closes until
-//     the quota resets: those attempts will use up what is left, and a
-//     further attempt would surely be refused.
+//   - When a response reports a remaining count of 0, the gate closes until
+//     the quota resets: a further attempt would surely be refused.
 //   - The store keeps each gate's last known quota (remaining count and
 //     reset), and Admit refuses an attempt, with GateClosedUntil = the
 //     reset, while remaining - (attempts in flight) <= 0. Every attempt in
@@ -38,7 +36,13 @@
 //     Admits between two responses never goes beyond it. An attempt
 //     completed without a response gives its share back.
 //
-// Both rules count attempts in flight only on a gate with a known quota (a
+// A count that falls to the attempts in flight is left to the second rule
+// rather than closing the gate outright: attempts still registered may
+// already have been served (their responses are on the way), and a sticky
+// close would strand quota until the reset. Admit's check is re-evaluated
+// on every call, so the gate reopens as soon as the count allows.
+//
+// Admit counts attempts in flight only on a gate with a known quota (a
 // remaining count whose window has not reset), so that is the only case in
 // which Admit registers an attempt as in flight: until Complete, or until
 // its ticket expires ([DefaultTicketTTL]) when a broker crashed. On any

@@ -269,6 +269,20 @@ func (f *Fallback) GateState(ctx context.Context, gate GateKey, now time.Time) (
 	return until, nil
 }
 
+// InFlight implements InFlightCounter from the backend in use (the primary
+// while healthy), for stores that count; others report 0.
+func (f *Fallback) InFlight(ctx context.Context, gate GateKey, now time.Time) (int64, error) {
+	var s Store = f.local
+	if !f.degraded.Load() {
+		s = f.primary
+	}
+	c, ok := s.(InFlightCounter)
+	if !ok {
+		return 0, nil
+	}
+	return c.InFlight(ctx, gate, now)
+}
+
 // Close stops the probe and closes both stores. It is idempotent.
 func (f *Fallback) Close() error {
 	f.mu.Lock()

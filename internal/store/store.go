@@ -119,11 +119,13 @@ type Observation struct {
 	// remaining calls in its window and when the window resets. A zero
 	// Reset makes the quota ignored; a negative Remaining counts as 0.
 	//
-	// Two things follow from a quota. First, when Remaining is at most the
-	// number of other calls in flight on the gate, the gate closes until
-	// Reset (if Reset is after Now), as with CloseUntil: those calls will
-	// use up what is left. Only registered calls count as in flight: those
-	// admitted while the gate had a known quota (see [Admission.Ticket]).
+	// Two things follow from a quota. First, when Remaining is 0 the gate
+	// closes until Reset (if Reset is after Now), as with CloseUntil. A
+	// remaining count above 0 but at most the calls in flight does not
+	// close the gate outright: some of those calls may already have been
+	// served, their responses still on the way, so Admit enforces it from
+	// the known quota instead (second rule), and the gate reopens as soon as
+	// the count allows.
 	//
 	// Second, the store keeps the gate's last known quota (remaining count
 	// and reset), which [Store.Admit] checks against the calls in flight:
@@ -225,4 +227,12 @@ type Store interface {
 	// Close releases resources. It is idempotent; calls after Close fail
 	// with [ErrClosed].
 	Close() error
+}
+
+// InFlightCounter is implemented by stores that can report how many
+// registered attempts are in flight on a gate (for operators and tests).
+type InFlightCounter interface {
+	// InFlight returns the number of live in-flight registrations on gate
+	// at now (expired tickets excluded).
+	InFlight(ctx context.Context, gate GateKey, now time.Time) (int64, error)
 }

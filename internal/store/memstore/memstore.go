@@ -234,7 +234,12 @@ func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation,
 	remaining, reset := max(obs.Remaining, 0), int64(0)
 	if hasQuota {
 		reset = obs.Reset.UnixMicro()
-		if reset > now && reset > target && remaining <= g.inFlight(now) {
+		// Only an exhausted quota closes the gate outright (until the
+		// reset). A remaining count at or below the calls in flight is
+		// enforced by Admit from the known quota, not by a sticky close:
+		// some of those calls may already have been served, with their
+		// responses still on the way.
+		if reset > now && reset > target && remaining == 0 {
 			target = reset
 		}
 	}
@@ -252,6 +257,13 @@ func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation,
 		g.quota.apply(remaining, reset, now)
 	}
 	return timeOf(g.until(now), now)
+}
+
+// InFlight implements store.InFlightCounter.
+func (s *Store) InFlight(_ context.Context, key store.GateKey, now time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gates[key].inFlight(micros(now)), nil
 }
 
 // inFlight counts the live in-flight registrations on g (nil: none).

@@ -329,6 +329,15 @@ func (s *Store) GateState(ctx context.Context, gate store.GateKey, now time.Time
 	return timeOf(v), nil
 }
 
+// InFlight implements store.InFlightCounter: one ZCOUNT.
+func (s *Store) InFlight(ctx context.Context, gate store.GateKey, now time.Time) (int64, error) {
+	n, err := s.client.ZCount(ctx, s.keys.inflight(gate), "("+strconv.FormatInt(micros(now), 10), "+inf").Result()
+	if err != nil {
+		return 0, s.wrap("in flight", err)
+	}
+	return n, nil
+}
+
 // Ping checks that Redis answers; store.Fallback uses it to probe for
 // recovery.
 func (s *Store) Ping(ctx context.Context) error {

@@ -163,11 +163,8 @@ if until_ > now and until_ > target then
 end
 if ARGV[4] == '1' then
   local reset = tonumber(ARGV[6])
-  if reset > now and reset > target then
-    local others = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
-    if tonumber(ARGV[5]) <= others then
-      target = reset
-    end
+  if reset > now and reset > target and tonumber(ARGV[5]) <= 0 then
+    target = reset
   end
 end
 if target > cur then
