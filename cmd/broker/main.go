@@ -20,7 +20,9 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -144,6 +146,8 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if o.tlsClientCA != "" && o.tlsCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
 	}
+	var afterReload atomic.Value // func(), set once Execute is wired
+	afterReload.Store(func() {})
 	var (
 		holder *config.Holder
 		dev    *tenant.Tenant
@@ -154,10 +158,15 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		if len(allow) > 0 {
 			return errors.New("--allow-destinations applies to the dev tenant only; with --config use each policy's allow_destinations")
 		}
-		holder, err = config.NewHolder(o.configFile, mets.Registerer(), config.WithLogger(logger))
+		holder, err = config.NewHolder(o.configFile, mets.Registerer(), config.WithLogger(logger),
+			config.WithOnReload(func(*config.Directory) { afterReload.Load().(func())() }))
 		if err != nil {
 			return err
 		}
+		// Parsing a large file leaves far more garbage than the live
+		// configuration (about 300 MiB for 100,000 tenants against 17 MiB
+		// kept): return it to the OS now rather than at the next forced GC.
+		debug.FreeOSMemory()
 		d := holder.Directory()
 		mode = fmt.Sprintf("configured (%d tenants from %s)", d.Len(), o.configFile)
 	} else {
@@ -209,6 +218,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		Observer:   mets,
 	}
 	exec := &server.Executor{Runner: runner, Transport: transport, GuardOptions: selfGuard}
+	afterReload.Store(func() {
+		exec.ForgetPolicies() // the reload replaced every policy
+		debug.FreeOSMemory()
+	})
 	svcOpts := []server.Option{server.WithExecutor(exec), server.WithPolicyResolver(auth.ResolvePolicy)}
 	grpcCfg := server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection, Creds: creds}
 	if holder != nil {

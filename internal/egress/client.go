@@ -24,9 +24,14 @@ const (
 	DefaultTLSHandshakeTimeout   = 10 * time.Second
 	DefaultResponseHeaderTimeout = 30 * time.Second
 	DefaultIdleConnTimeout       = 90 * time.Second
-	DefaultMaxIdleConnsPerHost   = 16
-	DefaultMaxRedirects          = 10
-	DefaultMaxPools              = 256
+	// DefaultMaxIdleConnsPerHost is sized for a broker: many concurrent
+	// calls to few provider hosts. A smaller pool makes every call beyond
+	// it open (and then close) a new upstream connection.
+	DefaultMaxIdleConnsPerHost = 256
+	// DefaultMaxIdleConns bounds idle connections across hosts per pool.
+	DefaultMaxIdleConns = 1024
+	DefaultMaxRedirects = 10
+	DefaultMaxPools     = 256
 )
 
 // DefaultSensitiveHeaders are stripped from a followed redirect once the
@@ -66,6 +71,9 @@ type ClientConfig struct {
 	// MaxIdleConnsPerHost bounds pooled idle connections per host:port in
 	// each pool. Zero means DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int
+	// MaxIdleConns bounds pooled idle connections across hosts in each
+	// pool. Zero means DefaultMaxIdleConns.
+	MaxIdleConns int
 	// MaxPools bounds the number of per-guard connection pools kept; the
 	// least recently used pool is dropped (its idle connections closed)
 	// beyond it. Zero means DefaultMaxPools.
@@ -133,6 +141,9 @@ func NewTransport(cfg ClientConfig) *Transport {
 	}
 	if cfg.MaxIdleConnsPerHost <= 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if cfg.MaxIdleConns <= 0 {
+		cfg.MaxIdleConns = DefaultMaxIdleConns
 	}
 	if cfg.MaxPools <= 0 {
 		cfg.MaxPools = DefaultMaxPools
@@ -256,7 +267,7 @@ func (t *Transport) newHTTPTransport(g *Guard) *http.Transport {
 		TLSHandshakeTimeout:   t.cfg.TLSHandshakeTimeout,
 		ResponseHeaderTimeout: t.cfg.ResponseHeaderTimeout,
 		IdleConnTimeout:       t.cfg.IdleConnTimeout,
-		MaxIdleConns:          100,
+		MaxIdleConns:          t.cfg.MaxIdleConns,
 		MaxIdleConnsPerHost:   t.cfg.MaxIdleConnsPerHost,
 		ExpectContinueTimeout: time.Second,
 	}
