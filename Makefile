@@ -90,9 +90,11 @@ fuzz:
 	  done; \
 	done
 
-## bench: run the benchmarks
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+## bench: micro-benchmarks, then the suite (quota citizenship, overhead, parked calls, scale),
+## which writes docs/benchmarks.md and docs/benchmarks/*.png
+bench: redis
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/... ./clients/...
+	$(GO) run ./bench/cmd/benchsuite
 
 clean:
 	rm -rf $(BIN)
