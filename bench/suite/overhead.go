@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -71,44 +71,6 @@ const (
 	VarForwarder = "minimal forwarder"
 	VarExecute   = "broker Execute"
 )
-
-// emptyService answers ClassifyResponse at once: the baseline for the
-// broker's own cost under identical server options.
-type emptyService struct {
-	rbv1.UnimplementedBrokerServiceServer
-}
-
-func (emptyService) ClassifyResponse(context.Context, *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
-	return &rbv1.ClassifyResponseResponse{Decision: &rbv1.Decision{}}, nil
-}
-
-// forwarder is a minimal gRPC-to-HTTP forwarder with no retry logic, no
-// guard and no store: the baseline for Execute.
-type forwarder struct {
-	rbv1.UnimplementedBrokerServiceServer
-	client *http.Client
-}
-
-func (f forwarder) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
-	r := req.GetRequest()
-	hr, err := http.NewRequestWithContext(ctx, r.GetMethod(), r.GetUrl(), bytes.NewReader(r.GetBody()))
-	if err != nil {
-		return nil, err
-	}
-	resp, err := f.client.Do(hr)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	out := &rbv1.HttpResponse{StatusCode: int32(resp.StatusCode), Body: body}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			out.Headers = append(out.Headers, &rbv1.HttpHeader{Name: k, Value: v})
-		}
-	}
-	return &rbv1.ExecuteResponse{Response: out, Outcome: rbv1.Outcome_OUTCOME_SUCCESS}, nil
-}
 
 // inproc is a gRPC server of the suite's own process, built exactly as the
 // broker builds its server (server.NewGRPCServer: interceptors, stats
@@ -197,9 +159,9 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 		}
 	}()
 	for name, svc := range map[string]rbv1.BrokerServiceServer{
-		VarEmpty:     emptyService{},
+		VarEmpty:     baseline.EmptyService{},
 		VarClassify:  server.New(server.WithDefaultTenant(dev)),
-		VarForwarder: forwarder{client: plain},
+		VarForwarder: baseline.Forwarder{Client: plain},
 		VarExecute:   server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)),
 	} {
 		sv, err := serveInproc(svc)

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -24,45 +24,6 @@ import (
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
-
-// emptyService answers both RPCs at once: the baseline for the broker's
-// own cost under identical server options (interceptors, stats handler,
-// limits) and the same loopback connection.
-type emptyService struct {
-	rbv1.UnimplementedBrokerServiceServer
-}
-
-func (emptyService) ClassifyResponse(context.Context, *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
-	return &rbv1.ClassifyResponseResponse{Decision: &rbv1.Decision{}}, nil
-}
-
-// forwarder is a minimal gRPC-to-HTTP forwarder with no retry logic: the
-// baseline for Execute.
-type forwarder struct {
-	rbv1.UnimplementedBrokerServiceServer
-	client *http.Client
-}
-
-func (f forwarder) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
-	r := req.GetRequest()
-	hr, err := http.NewRequestWithContext(ctx, r.GetMethod(), r.GetUrl(), bytes.NewReader(r.GetBody()))
-	if err != nil {
-		return nil, err
-	}
-	resp, err := f.client.Do(hr)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	out := &rbv1.HttpResponse{StatusCode: int32(resp.StatusCode), Body: body}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			out.Headers = append(out.Headers, &rbv1.HttpHeader{Name: k, Value: v})
-		}
-	}
-	return &rbv1.ExecuteResponse{Response: out, Outcome: rbv1.Outcome_OUTCOME_SUCCESS}, nil
-}
 
 func benchServe(b *testing.B, svc rbv1.BrokerServiceServer) rbv1.BrokerServiceClient {
 	b.Helper()
@@ -95,7 +56,7 @@ func BenchmarkClassifyResponseGRPC(b *testing.B) {
 		name string
 		svc  rbv1.BrokerServiceServer
 	}{
-		{"empty-handler", emptyService{}},
+		{"empty-handler", baseline.EmptyService{}},
 		{"broker", server.New(server.WithDefaultTenant(dev))},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -148,7 +109,7 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 		name string
 		svc  rbv1.BrokerServiceServer
 	}{
-		{"minimal-forwarder", forwarder{client: plain}},
+		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
 		{"broker", server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))},
 	} {
 		b.Run(c.name, func(b *testing.B) {
