@@ -40,8 +40,9 @@ type Executor struct {
 	// own listening addresses).
 	GuardOptions []egress.GuardOption
 
-	mu       sync.Mutex
-	policies map[*tenant.Policy]*policyEgress
+	mu       sync.Mutex // serialises building and forgetting entries
+	policies sync.Map   // *tenant.Policy -> *policyEgress; read on every call
+	size     int        // entries in policies, under mu
 }
 
 type policyEgress struct {
@@ -57,15 +58,20 @@ func WithExecutor(e *Executor) Option { return func(s *Service) { s.exec = e } }
 func (e *Executor) ForgetPolicies() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	clear(e.policies)
+	e.policies.Clear()
+	e.size = 0
 }
 
-// egressFor returns the guard and client of a policy, built once.
+// egressFor returns the guard and client of a policy, built once. The hit
+// path takes no lock.
 func (e *Executor) egressFor(p *tenant.Policy) (*policyEgress, error) {
+	if pe, ok := e.policies.Load(p); ok {
+		return pe.(*policyEgress), nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if pe, ok := e.policies[p]; ok {
-		return pe, nil
+	if pe, ok := e.policies.Load(p); ok {
+		return pe.(*policyEgress), nil
 	}
 	opts := append([]egress.GuardOption(nil), e.GuardOptions...)
 	var prefixes []netip.Prefix
@@ -91,13 +97,12 @@ func (e *Executor) egressFor(p *tenant.Policy) (*policyEgress, error) {
 	}
 	cfg := egress.ClientConfig{FollowRedirects: p.MaxRedirects > 0, MaxRedirects: p.MaxRedirects}
 	pe := &policyEgress{guard: g, client: &http.Client{Transport: e.Transport, CheckRedirect: egress.RedirectPolicy(cfg)}}
-	if e.policies == nil {
-		e.policies = map[*tenant.Policy]*policyEgress{}
+	if e.size >= 10000 { // reloads make new policies; forget old ones
+		e.policies.Clear()
+		e.size = 0
 	}
-	if len(e.policies) > 10000 { // config reloads make new policies; forget old ones
-		clear(e.policies)
-	}
-	e.policies[p] = pe
+	e.policies.Store(p, pe)
+	e.size++
 	return pe, nil
 }
 

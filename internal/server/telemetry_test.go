@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -48,7 +49,13 @@ func TestClassifySpanCarriesDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans := rec.Ended()
+	// The server span ends just after the response is sent: wait for it.
+	var spans []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if spans = rec.Ended(); hasSpanSuffix(spans, "/ClassifyResponse") {
+			break
+		}
+	}
 	var found bool
 	for _, s := range spans {
 		if !strings.HasSuffix(s.Name(), "/ClassifyResponse") {
@@ -102,4 +109,13 @@ func TestRecoveryAnswersInternalWithoutStack(t *testing.T) {
 	if !strings.Contains(logs.String(), "panic") {
 		t.Fatalf("panic not logged: %s", logs.String())
 	}
+}
+
+func hasSpanSuffix(spans []sdktrace.ReadOnlySpan, suffix string) bool {
+	for _, s := range spans {
+		if strings.HasSuffix(s.Name(), suffix) {
+			return true
+		}
+	}
+	return false
 }
