@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -62,7 +64,7 @@ func BenchmarkClassifyResponseGRPC(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			client := benchServe(b, c.svc)
 			b.ReportAllocs()
-			b.SetParallelism(8)
+			b.SetParallelism(benchParallelism)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, err := client.ClassifyResponse(context.Background(), req); err != nil {
@@ -85,14 +87,14 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
 	st := memstore.New()
 	defer st.Close()
-	tr := egress.NewTransport(egress.ClientConfig{MaxIdleConnsPerHost: 64})
+	tr := egress.NewTransport(egress.ClientConfig{}) // the broker's defaults
 	defer tr.CloseIdleConnections()
 	exec := &server.Executor{Runner: &engine.Runner{Store: st}, Transport: tr}
-	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
 	b.Run("direct-http", func(b *testing.B) {
 		b.ReportAllocs()
-		b.SetParallelism(8)
+		b.SetParallelism(benchParallelism)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				resp, err := plain.Get(up.URL + "/v1/items")
@@ -115,7 +117,7 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			client := benchServe(b, c.svc)
 			b.ReportAllocs()
-			b.SetParallelism(8)
+			b.SetParallelism(benchParallelism)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					resp, err := client.Execute(context.Background(), req)
@@ -153,12 +155,12 @@ func BenchmarkExecuteStore(b *testing.B) {
 	for _, s := range stores {
 		defer s.st.Close()
 		b.Run(s.name, func(b *testing.B) {
-			tr := egress.NewTransport(egress.ClientConfig{MaxIdleConnsPerHost: 64})
+			tr := egress.NewTransport(egress.ClientConfig{}) // the broker's defaults
 			defer tr.CloseIdleConnections()
 			exec := &server.Executor{Runner: &engine.Runner{Store: s.st}, Transport: tr}
 			client := benchServe(b, server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)))
 			b.ReportAllocs()
-			b.SetParallelism(8)
+			b.SetParallelism(benchParallelism)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					resp, err := client.Execute(context.Background(), req)
@@ -174,3 +176,11 @@ func BenchmarkExecuteStore(b *testing.B) {
 		})
 	}
 }
+
+// benchParallelism is goroutines per GOMAXPROCS in the parallel benchmarks.
+var benchParallelism = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_PARALLELISM")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}()
