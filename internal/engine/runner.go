@@ -256,6 +256,12 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	// The total timeout bounds attempts in progress too (a slow upstream
+	// cannot hold the call past it); caller tells the caller's own
+	// cancellation apart from it.
+	caller := ctx
+	ctx, cancelTotal := context.WithTimeout(ctx, p.TotalTimeout)
+	defer cancelTotal()
 	header := c.Header.Clone()
 	if header == nil {
 		header = http.Header{}
@@ -279,7 +285,7 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 		if err != nil || stop {
 			return res, err
 		}
-		rec, final, err := r.attempt(ctx, c, header, hasKey, n, deadline, maxBody, gate, ticket)
+		rec, final, err := r.attempt(ctx, caller, c, header, hasKey, n, deadline, maxBody, gate, ticket)
 		rec.Waited = waited
 		waited = 0
 		res.Attempts = append(res.Attempts, rec)
@@ -300,8 +306,12 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 			cause = "hint"
 		}
 		if err := r.wait(ctx, cause, d.Delay); err != nil {
-			res.Outcome = OutcomeCanceled
-			return res, err
+			if caller.Err() != nil {
+				res.Outcome = OutcomeCanceled
+				return res, caller.Err()
+			}
+			res.Outcome = OutcomeDeadlineTooShort // the total timeout ended the wait
+			return res, nil
 		}
 		waited += d.Delay
 	}
@@ -404,7 +414,7 @@ func (r *Runner) complete(ctx context.Context, c *Call, gate store.GateKey, t st
 
 // attempt sends attempt n and decides what follows. final holds the
 // response when the decision is not to retry.
-func (r *Runner) attempt(ctx context.Context, c *Call, header http.Header, hasKey bool, n int, deadline time.Time, maxBody int64, gate store.GateKey, ticket store.Ticket) (AttemptRecord, *FinalResponse, error) {
+func (r *Runner) attempt(ctx, caller context.Context, c *Call, header http.Header, hasKey bool, n int, deadline time.Time, maxBody int64, gate store.GateKey, ticket store.Ticket) (AttemptRecord, *FinalResponse, error) {
 	p := c.Policy
 	rec := AttemptRecord{Number: n}
 	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
@@ -437,7 +447,7 @@ func (r *Runner) attempt(ctx context.Context, c *Call, header http.Header, hasKe
 	var peek []byte
 	if err != nil {
 		kind := c.Classify(err)
-		if ctx.Err() != nil {
+		if caller.Err() != nil {
 			kind = TransportCanceled
 		}
 		rec.Transport = kind
@@ -469,7 +479,7 @@ func (r *Runner) attempt(ctx context.Context, c *Call, header http.Header, hasKe
 	r.Observer.AttemptDone(rec.Status, rec.Transport, d)
 	if resp == nil {
 		if rec.Transport == TransportCanceled {
-			return rec, nil, ctx.Err()
+			return rec, nil, caller.Err()
 		}
 		return rec, nil, nil
 	}

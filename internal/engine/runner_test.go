@@ -441,3 +441,31 @@ func attrMap(kvs []attribute.KeyValue) map[string]string {
 	}
 	return m
 }
+
+// TestRunTotalTimeoutBoundsSlowAttempts: a slow upstream cannot hold the
+// call past the policy's total timeout; the call ends with an outcome, not
+// an error.
+func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	f := newFixture(t, engine.SystemClock{}, nil)
+	p := mustPolicy(t, func(p *engine.Policy) { p.TotalTimeout = 300 * time.Millisecond })
+	begin := time.Now()
+	res, err := f.runner.Run(t.Context(), newCall(t, slow.URL, "GET", p, ""))
+	if err != nil {
+		t.Fatalf("err = %v; the total timeout is an outcome, not an error", err)
+	}
+	if el := time.Since(begin); el > 2*time.Second {
+		t.Fatalf("call took %v, total timeout is 300ms", el)
+	}
+	if res.Outcome != engine.OutcomeDeadlineTooShort || len(res.Attempts) != 1 || res.Attempts[0].Transport != engine.TransportTimeout {
+		t.Fatalf("outcome %s, %d attempts, transport %s", res.Outcome, len(res.Attempts), res.Attempts[0].Transport)
+	}
+}
