@@ -113,25 +113,23 @@ func (s *suite) redis(ctx context.Context) (*redisServer, error) {
 }
 
 // Params returns the scenario sizes for a full or a quick run.
-func Params(quick bool) (QuotaParams, OverheadParams, ParkedParams, ScaleParams) {
+func Params(quick bool) (q QuotaParams, o OverheadParams, p ParkedParams, sc ScaleParams) {
 	if quick {
-		return QuotaParams{
-				Callers: 4, Quota: 10, Window: time.Second, Windows: 1, MaxCallsPerCaller: 2000,
-				Cases: []QuotaCase{
-					{fakeprovider.GitHub, RowRetryableHTTP},
-					{fakeprovider.GitHub, RowOneBroker},
-					{fakeprovider.GitHub, RowRedis3},
-					{fakeprovider.GitHub, RowMemory3},
-					{fakeprovider.Azure, RowOneBroker},
-					{fakeprovider.Jira, RowOneBroker},
-				},
-			}, OverheadParams{
-				Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000,
-			}, ParkedParams{
-				Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond,
-			}, ScaleParams{
-				Tenants: []int{1, 1000}, RedisExecutes: 20,
-			}
+		q = QuotaParams{
+			Callers: 4, Quota: 10, Window: time.Second, Windows: 1, MaxCallsPerCaller: 2000,
+			Cases: []QuotaCase{
+				{fakeprovider.GitHub, RowRetryableHTTP},
+				{fakeprovider.GitHub, RowOneBroker},
+				{fakeprovider.GitHub, RowRedis3},
+				{fakeprovider.GitHub, RowMemory3},
+				{fakeprovider.Azure, RowOneBroker},
+				{fakeprovider.Jira, RowOneBroker},
+			},
+		}
+		o = OverheadParams{Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000}
+		p = ParkedParams{Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond}
+		sc = ScaleParams{Tenants: []int{1, 1000}, RedisExecutes: 20}
+		return q, o, p, sc
 	}
 	var cases []QuotaCase
 	for _, st := range fakeprovider.Styles {
@@ -139,16 +137,11 @@ func Params(quick bool) (QuotaParams, OverheadParams, ParkedParams, ScaleParams)
 			cases = append(cases, QuotaCase{st, r})
 		}
 	}
-	return QuotaParams{
-			Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 4, MaxCallsPerCaller: 200_000,
-			Cases: cases,
-		}, OverheadParams{
-			Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000,
-		}, ParkedParams{
-			Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond,
-		}, ScaleParams{
-			Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500,
-		}
+	q = QuotaParams{Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 4, MaxCallsPerCaller: 200_000, Cases: cases}
+	o = OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000}
+	p = ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond}
+	sc = ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500}
+	return q, o, p, sc
 }
 
 // Run runs the suite and writes the report and charts. It returns the
