@@ -63,6 +63,7 @@ fmt: tools
 ## lint: gofumpt, go vet, staticcheck, buf lint and buf format
 lint: tools
 	@out=$$($(BIN)/gofumpt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofumpt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 	$(BIN)/buf lint
