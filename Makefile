@@ -50,6 +50,7 @@ generate: tools
 	$(BIN)/buf generate
 	$(MAKE) -C clients/python generate
 	$(MAKE) -C clients/typescript generate
+	$(MAKE) -C clients/typescript build   # dist/ is committed: `npm install ./clients/typescript` needs no build step
 
 ## check-generate: fail when `make generate` changes any committed file
 check-generate: generate

@@ -1,0 +1,134 @@
+import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { bodyBytes, decisionOf, executeResultOf, headersToProto, overridesToProto, timestampOf, transportErrorToProto, } from "./convert.js";
+import { brokerErrorFrom } from "./errors.js";
+import { BrokerService, ClassifyResponseRequestSchema, ExecuteRequestSchema, } from "./gen/retrybroker/v1/broker_pb.js";
+import { runRetry } from "./retry.js";
+/**
+ * BrokerClient calls a retry broker over gRPC (HTTP/2), with Connect's
+ * gRPC transport.
+ *
+ * The client never retries an RPC itself. Retrying is the broker's job, and
+ * stacked retry layers multiply sends: 3 retries in each of two layers is
+ * (1+3) x (1+3) = 16 sends to the upstream. Connect has no retry of its own,
+ * and none is added here.
+ */
+export class BrokerClient {
+    client;
+    session;
+    defaultPolicy;
+    timeoutMs;
+    /**
+     * @param target the broker's address: "host:port" (e.g. "127.0.0.1:50051")
+     *   or a base URL ("http://host:port", "https://host:port").
+     */
+    constructor(target, options = {}) {
+        this.defaultPolicy = options.defaultPolicy ?? "";
+        this.timeoutMs = options.timeoutMs;
+        const interceptors = [...(options.interceptors ?? [])];
+        if (options.apiKey)
+            interceptors.unshift(bearer(options.apiKey));
+        let transport = options.transport;
+        if (transport === undefined) {
+            const tls = options.tls ?? false;
+            const baseUrl = /^https?:\/\//.test(target) ? target : `${tls ? "https" : "http"}://${target}`;
+            const nodeOptions = typeof tls === "object" ? tls : {};
+            this.session = new Http2SessionManager(baseUrl, {}, nodeOptions);
+            transport = createGrpcTransport({ baseUrl, sessionManager: this.session, interceptors });
+        }
+        else if (interceptors.length > 0) {
+            throw new TypeError("pass interceptors and apiKey to the transport you supply, not to BrokerClient");
+        }
+        this.client = createClient(BrokerService, transport);
+    }
+    /** close closes the HTTP/2 connection; in-flight calls fail. */
+    close() {
+        this.session?.abort();
+    }
+    /** Supports `using client = new BrokerClient(...)` (TypeScript 5.2+). */
+    [Symbol.dispose]() {
+        this.close();
+    }
+    callOptions(o) {
+        const opts = {};
+        const t = o.timeoutMs ?? this.timeoutMs;
+        if (t !== undefined)
+            opts.timeoutMs = t;
+        if (o.signal)
+            opts.signal = o.signal;
+        return opts;
+    }
+    /**
+     * execute has the broker send an HTTP request, retrying by policy.
+     *
+     * Upstream failures are not exceptions: a final 503, a transport error or
+     * an early give-up is an ExecuteResult whose `outcome` says how the call
+     * ended (and `retryAfterMs` when the caller may try again). Throws a
+     * BrokerError subclass when the broker refuses the call or cannot be
+     * reached.
+     */
+    async execute(input) {
+        const req = create(ExecuteRequestSchema, {
+            request: {
+                method: input.method ?? "GET",
+                url: input.url,
+                headers: headersToProto(input.headers),
+                body: bodyBytes(input.body),
+            },
+            policy: input.policy ?? this.defaultPolicy,
+            provider: input.provider ?? "",
+        });
+        if (input.overrides)
+            req.overrides = overridesToProto(input.overrides);
+        try {
+            return executeResultOf(await this.client.execute(req, this.callOptions(input)));
+        }
+        catch (e) {
+            throw brokerErrorFrom(e);
+        }
+    }
+    /** classify asks the broker what to do about a response you got yourself. */
+    async classify(input) {
+        const req = create(ClassifyResponseRequestSchema, {
+            policy: input.policy ?? this.defaultPolicy,
+            provider: input.provider ?? "",
+            method: input.method ?? "GET",
+            statusCode: input.status ?? 0,
+            headers: headersToProto(input.headers),
+            attempt: input.attempt ?? 1,
+            body: bodyBytes(input.body),
+            requestHeaders: headersToProto(input.requestHeaders),
+            url: input.url ?? "",
+        });
+        if (input.transportError !== undefined)
+            req.transportError = transportErrorToProto(input.transportError);
+        if (input.now !== undefined)
+            req.now = timestampOf(input.now, "now");
+        if (input.deadline !== undefined)
+            req.deadline = timestampOf(input.deadline, "deadline");
+        try {
+            const resp = await this.client.classifyResponse(req, this.callOptions(input));
+            return decisionOf(resp.decision);
+        }
+        catch (e) {
+            throw brokerErrorFrom(e);
+        }
+    }
+    /**
+     * retry calls `fn` until the broker's rules say stop: each result (or
+     * transport failure) is classified with its attempt number; on "retry" the
+     * loop sleeps `delayMs` and calls `fn` again; on "do_not_retry" it returns
+     * the last result or rethrows the last error. See RetryOptions.
+     */
+    retry(fn, options = {}) {
+        return runRetry(this, fn, options);
+    }
+}
+function bearer(key) {
+    return (next) => (req) => {
+        req.header.set("authorization", `Bearer ${key}`);
+        return next(req);
+    };
+}
+//# sourceMappingURL=client.js.map

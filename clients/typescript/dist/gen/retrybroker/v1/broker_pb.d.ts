@@ -1,0 +1,804 @@
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Message } from "@bufbuild/protobuf";
+/**
+ * Describes the file retrybroker/v1/broker.proto.
+ */
+export declare const file_retrybroker_v1_broker: GenFile;
+/**
+ * HttpHeader is one header line. Lists of headers keep their order and their
+ * duplicates: a header that appears twice is sent (or was received) twice.
+ *
+ * @generated from message retrybroker.v1.HttpHeader
+ */
+export type HttpHeader = Message<"retrybroker.v1.HttpHeader"> & {
+    /**
+     * name is the header field name, an RFC 9110 token (case-insensitive).
+     *
+     * @generated from field: string name = 1;
+     */
+    name: string;
+    /**
+     * value is the field value. It must not hold CR, LF or NUL.
+     *
+     * @generated from field: string value = 2;
+     */
+    value: string;
+};
+/**
+ * Describes the message retrybroker.v1.HttpHeader.
+ * Use `create(HttpHeaderSchema)` to create a new message.
+ */
+export declare const HttpHeaderSchema: GenMessage<HttpHeader>;
+/**
+ * Decision is the outcome of applying the retry rules to one attempt.
+ *
+ * @generated from message retrybroker.v1.Decision
+ */
+export type Decision = Message<"retrybroker.v1.Decision"> & {
+    /**
+     * action says whether to send the request again.
+     *
+     * @generated from field: retrybroker.v1.Action action = 1;
+     */
+    action: Action;
+    /**
+     * delay is the wait before the next attempt. Set only when action is
+     * ACTION_RETRY; zero means "retry at once". A delay that comes from a
+     * server hint is never shortened by jitter.
+     *
+     * @generated from field: google.protobuf.Duration delay = 2;
+     */
+    delay?: Duration | undefined;
+    /**
+     * hint_source is the lower-case header name that set the delay, or
+     * "body:<field>" for a body field (for example "body:retry_after").
+     * Empty when the delay is backoff or there is no hint.
+     *
+     * @generated from field: string hint_source = 3;
+     */
+    hintSource: string;
+    /**
+     * hint is the server's hint, when a valid one was found, also when the
+     * broker gives up because it is longer than max_delay or the deadline.
+     * Unset when there is no valid hint.
+     *
+     * @generated from field: google.protobuf.Duration hint = 4;
+     */
+    hint?: Duration | undefined;
+    /**
+     * reason explains the decision.
+     *
+     * @generated from field: retrybroker.v1.Reason reason = 5;
+     */
+    reason: Reason;
+    /**
+     * provider is the hint reader that was used, for example "github".
+     *
+     * @generated from field: string provider = 6;
+     */
+    provider: string;
+};
+/**
+ * Describes the message retrybroker.v1.Decision.
+ * Use `create(DecisionSchema)` to create a new message.
+ */
+export declare const DecisionSchema: GenMessage<Decision>;
+/**
+ * ClassifyResponseRequest describes a response the caller got itself.
+ * Exactly one of status_code and transport_error must be set.
+ *
+ * @generated from message retrybroker.v1.ClassifyResponseRequest
+ */
+export type ClassifyResponseRequest = Message<"retrybroker.v1.ClassifyResponseRequest"> & {
+    /**
+     * policy names a policy of the caller's tenant; empty means the tenant's
+     * default policy. An unknown name answers FAILED_PRECONDITION.
+     *
+     * @generated from field: string policy = 1;
+     */
+    policy: string;
+    /**
+     * provider overrides the hint reader, for example "github" or "none".
+     * Empty means the policy's provider, or the one chosen from url's host.
+     * An unknown name answers INVALID_ARGUMENT.
+     *
+     * @generated from field: string provider = 2;
+     */
+    provider: string;
+    /**
+     * method is the HTTP method of the request, for example "GET"
+     * (case-sensitive, an RFC 9110 token). Empty means GET.
+     *
+     * @generated from field: string method = 3;
+     */
+    method: string;
+    /**
+     * status_code is the HTTP status, 100 to 599. Zero when transport_error is set.
+     *
+     * @generated from field: int32 status_code = 4;
+     */
+    statusCode: number;
+    /**
+     * headers are the response headers, in order, duplicates kept. At most 256
+     * headers and 64 KiB in all. An idempotency-key header found here (some
+     * providers echo it) counts as if the request carried it.
+     *
+     * @generated from field: repeated retrybroker.v1.HttpHeader headers = 5;
+     */
+    headers: HttpHeader[];
+    /**
+     * attempt is the 1-based number of the attempt that produced this
+     * response; 0 means 1. At most 1000.
+     *
+     * @generated from field: uint32 attempt = 6;
+     */
+    attempt: number;
+    /**
+     * now is the clock used for absolute hints (HTTP-dates, reset times).
+     * Unset means the broker's clock.
+     *
+     * @generated from field: google.protobuf.Timestamp now = 7;
+     */
+    now?: Timestamp | undefined;
+    /**
+     * body holds the leading bytes of the response body, for body-aware
+     * readers (discord, google). At most 64 KiB.
+     *
+     * @generated from field: bytes body = 8;
+     */
+    body: Uint8Array;
+    /**
+     * transport_error reports a failure that produced no response, instead of
+     * a status. TRANSPORT_ERROR_DESTINATION_REFUSED is not accepted here.
+     *
+     * @generated from field: retrybroker.v1.TransportError transport_error = 9;
+     */
+    transportError: TransportError;
+    /**
+     * request_headers are the headers the request was sent with; the broker
+     * looks for the policy's idempotency-key header here. Same limits as headers.
+     *
+     * @generated from field: repeated retrybroker.v1.HttpHeader request_headers = 10;
+     */
+    requestHeaders: HttpHeader[];
+    /**
+     * url is the request URL (optional). When set, it chooses the provider by
+     * host, and the broker both reports and updates the tenant's cooldown gate
+     * for that destination, so callers share gates with Execute.
+     *
+     * @generated from field: string url = 11;
+     */
+    url: string;
+    /**
+     * deadline is when the caller's logical call must end (optional). When the
+     * wait before the next attempt would end at or after it, the decision is
+     * ACTION_DO_NOT_RETRY with REASON_DEADLINE_TOO_SHORT, and the hint is
+     * still reported.
+     *
+     * @generated from field: google.protobuf.Timestamp deadline = 12;
+     */
+    deadline?: Timestamp | undefined;
+};
+/**
+ * Describes the message retrybroker.v1.ClassifyResponseRequest.
+ * Use `create(ClassifyResponseRequestSchema)` to create a new message.
+ */
+export declare const ClassifyResponseRequestSchema: GenMessage<ClassifyResponseRequest>;
+/**
+ * ClassifyResponseResponse carries the decision.
+ *
+ * @generated from message retrybroker.v1.ClassifyResponseResponse
+ */
+export type ClassifyResponseResponse = Message<"retrybroker.v1.ClassifyResponseResponse"> & {
+    /**
+     * decision is what to do next.
+     *
+     * @generated from field: retrybroker.v1.Decision decision = 1;
+     */
+    decision?: Decision | undefined;
+};
+/**
+ * Describes the message retrybroker.v1.ClassifyResponseResponse.
+ * Use `create(ClassifyResponseResponseSchema)` to create a new message.
+ */
+export declare const ClassifyResponseResponseSchema: GenMessage<ClassifyResponseResponse>;
+/**
+ * HttpRequest describes an outbound HTTP request.
+ *
+ * @generated from message retrybroker.v1.HttpRequest
+ */
+export type HttpRequest = Message<"retrybroker.v1.HttpRequest"> & {
+    /**
+     * method is the HTTP method, an RFC 9110 token. Empty means GET.
+     *
+     * @generated from field: string method = 1;
+     */
+    method: string;
+    /**
+     * url is the absolute http or https URL to call.
+     *
+     * @generated from field: string url = 2;
+     */
+    url: string;
+    /**
+     * headers are sent in order, duplicates kept. Hop-by-hop headers
+     * (Connection, Transfer-Encoding, ...), Host and Content-Length are set by
+     * the broker and rejected here.
+     *
+     * @generated from field: repeated retrybroker.v1.HttpHeader headers = 3;
+     */
+    headers: HttpHeader[];
+    /**
+     * body is sent on every attempt, unchanged. At most the policy's
+     * max_request_body (default 1 MiB).
+     *
+     * @generated from field: bytes body = 4;
+     */
+    body: Uint8Array;
+};
+/**
+ * Describes the message retrybroker.v1.HttpRequest.
+ * Use `create(HttpRequestSchema)` to create a new message.
+ */
+export declare const HttpRequestSchema: GenMessage<HttpRequest>;
+/**
+ * HttpResponse is the final response of an Execute call.
+ *
+ * @generated from message retrybroker.v1.HttpResponse
+ */
+export type HttpResponse = Message<"retrybroker.v1.HttpResponse"> & {
+    /**
+     * status_code is the HTTP status.
+     *
+     * @generated from field: int32 status_code = 1;
+     */
+    statusCode: number;
+    /**
+     * headers are the response headers, in the order received, duplicates kept.
+     *
+     * @generated from field: repeated retrybroker.v1.HttpHeader headers = 2;
+     */
+    headers: HttpHeader[];
+    /**
+     * body is the response body, up to the policy's max_response_body.
+     *
+     * @generated from field: bytes body = 3;
+     */
+    body: Uint8Array;
+    /**
+     * body_truncated is true when the body was longer than returned.
+     *
+     * @generated from field: bool body_truncated = 4;
+     */
+    bodyTruncated: boolean;
+};
+/**
+ * Describes the message retrybroker.v1.HttpResponse.
+ * Use `create(HttpResponseSchema)` to create a new message.
+ */
+export declare const HttpResponseSchema: GenMessage<HttpResponse>;
+/**
+ * ExecuteOverrides narrow the policy for one call. They can only make the
+ * call more conservative: a value above the policy's own is refused with
+ * INVALID_ARGUMENT.
+ *
+ * @generated from message retrybroker.v1.ExecuteOverrides
+ */
+export type ExecuteOverrides = Message<"retrybroker.v1.ExecuteOverrides"> & {
+    /**
+     * max_retries lowers the policy's max_retries for this call.
+     *
+     * @generated from field: optional uint32 max_retries = 1;
+     */
+    maxRetries?: number | undefined;
+    /**
+     * max_delay lowers the longest hint the broker will wait for.
+     *
+     * @generated from field: google.protobuf.Duration max_delay = 2;
+     */
+    maxDelay?: Duration | undefined;
+    /**
+     * total_timeout lowers the overall time for the call, waits included.
+     *
+     * @generated from field: google.protobuf.Duration total_timeout = 3;
+     */
+    totalTimeout?: Duration | undefined;
+    /**
+     * attempt_timeout lowers the time for one attempt.
+     *
+     * @generated from field: google.protobuf.Duration attempt_timeout = 4;
+     */
+    attemptTimeout?: Duration | undefined;
+    /**
+     * max_response_body lowers the number of body bytes returned (bytes).
+     *
+     * @generated from field: optional uint64 max_response_body = 5;
+     */
+    maxResponseBody?: bigint | undefined;
+};
+/**
+ * Describes the message retrybroker.v1.ExecuteOverrides.
+ * Use `create(ExecuteOverridesSchema)` to create a new message.
+ */
+export declare const ExecuteOverridesSchema: GenMessage<ExecuteOverrides>;
+/**
+ * ExecuteRequest asks the broker to perform an HTTP call.
+ *
+ * @generated from message retrybroker.v1.ExecuteRequest
+ */
+export type ExecuteRequest = Message<"retrybroker.v1.ExecuteRequest"> & {
+    /**
+     * request is the HTTP request to send. Required.
+     *
+     * @generated from field: retrybroker.v1.HttpRequest request = 1;
+     */
+    request?: HttpRequest | undefined;
+    /**
+     * policy names a policy of the caller's tenant; empty means the default.
+     *
+     * @generated from field: string policy = 2;
+     */
+    policy: string;
+    /**
+     * provider overrides the hint reader; empty means the policy's, or the
+     * one chosen from the URL's host.
+     *
+     * @generated from field: string provider = 3;
+     */
+    provider: string;
+    /**
+     * overrides narrow the policy for this call.
+     *
+     * @generated from field: retrybroker.v1.ExecuteOverrides overrides = 4;
+     */
+    overrides?: ExecuteOverrides | undefined;
+};
+/**
+ * Describes the message retrybroker.v1.ExecuteRequest.
+ * Use `create(ExecuteRequestSchema)` to create a new message.
+ */
+export declare const ExecuteRequestSchema: GenMessage<ExecuteRequest>;
+/**
+ * Attempt records one send (or one refused chance to send).
+ *
+ * @generated from message retrybroker.v1.Attempt
+ */
+export type Attempt = Message<"retrybroker.v1.Attempt"> & {
+    /**
+     * number is 1-based.
+     *
+     * @generated from field: uint32 number = 1;
+     */
+    number: number;
+    /**
+     * start_time is when the request was sent.
+     *
+     * @generated from field: google.protobuf.Timestamp start_time = 2;
+     */
+    startTime?: Timestamp | undefined;
+    /**
+     * duration is from sending to the response headers (or the error).
+     *
+     * @generated from field: google.protobuf.Duration duration = 3;
+     */
+    duration?: Duration | undefined;
+    /**
+     * status_code is the HTTP status, or 0 when transport_error is set.
+     *
+     * @generated from field: int32 status_code = 4;
+     */
+    statusCode: number;
+    /**
+     * transport_error is the kind of failure when there was no response.
+     *
+     * @generated from field: retrybroker.v1.TransportError transport_error = 5;
+     */
+    transportError: TransportError;
+    /**
+     * error_message describes the transport failure (URL redacted).
+     *
+     * @generated from field: string error_message = 6;
+     */
+    errorMessage: string;
+    /**
+     * decision is the decision taken after this attempt.
+     *
+     * @generated from field: retrybroker.v1.Decision decision = 7;
+     */
+    decision?: Decision | undefined;
+    /**
+     * waited is how long the broker waited before sending this attempt
+     * (backoff, hint, cooldown gate or pacing).
+     *
+     * @generated from field: google.protobuf.Duration waited = 8;
+     */
+    waited?: Duration | undefined;
+};
+/**
+ * Describes the message retrybroker.v1.Attempt.
+ * Use `create(AttemptSchema)` to create a new message.
+ */
+export declare const AttemptSchema: GenMessage<Attempt>;
+/**
+ * ExecuteResponse is the result of an Execute call.
+ *
+ * @generated from message retrybroker.v1.ExecuteResponse
+ */
+export type ExecuteResponse = Message<"retrybroker.v1.ExecuteResponse"> & {
+    /**
+     * response is the final HTTP response; unset when the last attempt ended
+     * in a transport error or no attempt was sent.
+     *
+     * @generated from field: retrybroker.v1.HttpResponse response = 1;
+     */
+    response?: HttpResponse | undefined;
+    /**
+     * attempts records every attempt, in order.
+     *
+     * @generated from field: repeated retrybroker.v1.Attempt attempts = 2;
+     */
+    attempts: Attempt[];
+    /**
+     * outcome says how the call ended.
+     *
+     * @generated from field: retrybroker.v1.Outcome outcome = 3;
+     */
+    outcome: Outcome;
+    /**
+     * retry_after is when the caller may try again, when the broker gave up
+     * early on a hint, a deadline or a closed gate.
+     *
+     * @generated from field: google.protobuf.Duration retry_after = 4;
+     */
+    retryAfter?: Duration | undefined;
+    /**
+     * provider is the hint reader that was used.
+     *
+     * @generated from field: string provider = 5;
+     */
+    provider: string;
+};
+/**
+ * Describes the message retrybroker.v1.ExecuteResponse.
+ * Use `create(ExecuteResponseSchema)` to create a new message.
+ */
+export declare const ExecuteResponseSchema: GenMessage<ExecuteResponse>;
+/**
+ * Action is what the caller should do with the request next.
+ *
+ * @generated from enum retrybroker.v1.Action
+ */
+export declare enum Action {
+    /**
+     * ACTION_UNSPECIFIED is never returned by the broker.
+     *
+     * @generated from enum value: ACTION_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * ACTION_RETRY: send the request again after Decision.delay.
+     *
+     * @generated from enum value: ACTION_RETRY = 1;
+     */
+    RETRY = 1,
+    /**
+     * ACTION_DO_NOT_RETRY: stop; Decision.reason says why.
+     *
+     * @generated from enum value: ACTION_DO_NOT_RETRY = 2;
+     */
+    DO_NOT_RETRY = 2
+}
+/**
+ * Describes the enum retrybroker.v1.Action.
+ */
+export declare const ActionSchema: GenEnum<Action>;
+/**
+ * Reason explains a Decision.
+ *
+ * @generated from enum retrybroker.v1.Reason
+ */
+export declare enum Reason {
+    /**
+     * REASON_UNSPECIFIED is never returned by the broker.
+     *
+     * @generated from enum value: REASON_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * REASON_SERVER_HINT: retry; the delay was set exactly by a server hint.
+     *
+     * @generated from enum value: REASON_SERVER_HINT = 1;
+     */
+    SERVER_HINT = 1,
+    /**
+     * REASON_BACKOFF: retry; no valid hint, the delay is jittered backoff.
+     *
+     * @generated from enum value: REASON_BACKOFF = 2;
+     */
+    BACKOFF = 2,
+    /**
+     * REASON_SUCCESS: do not retry; the response succeeded (1xx, 2xx or 3xx).
+     *
+     * @generated from enum value: REASON_SUCCESS = 3;
+     */
+    SUCCESS = 3,
+    /**
+     * REASON_STATUS_NOT_RETRYABLE: do not retry; the status is not in the
+     * policy's retryable list (or is 403 without a valid hint).
+     *
+     * @generated from enum value: REASON_STATUS_NOT_RETRYABLE = 4;
+     */
+    STATUS_NOT_RETRYABLE = 4,
+    /**
+     * REASON_UNSAFE_METHOD: do not retry; the method is not idempotent and the
+     * request carries no idempotency key.
+     *
+     * @generated from enum value: REASON_UNSAFE_METHOD = 5;
+     */
+    UNSAFE_METHOD = 5,
+    /**
+     * REASON_ATTEMPTS_EXHAUSTED: do not retry; attempt > max_retries.
+     *
+     * @generated from enum value: REASON_ATTEMPTS_EXHAUSTED = 6;
+     */
+    ATTEMPTS_EXHAUSTED = 6,
+    /**
+     * REASON_HINT_EXCEEDS_MAX_DELAY: do not retry; the server's hint (reported
+     * in Decision.hint) is longer than the policy's max_delay.
+     *
+     * @generated from enum value: REASON_HINT_EXCEEDS_MAX_DELAY = 7;
+     */
+    HINT_EXCEEDS_MAX_DELAY = 7,
+    /**
+     * REASON_DEADLINE_TOO_SHORT: do not retry; waiting would run past the
+     * caller's deadline. Decision.hint carries the server hint, if any.
+     *
+     * @generated from enum value: REASON_DEADLINE_TOO_SHORT = 8;
+     */
+    DEADLINE_TOO_SHORT = 8,
+    /**
+     * REASON_TRANSPORT_ERROR_NOT_RETRYABLE: do not retry; the transport error
+     * is permanent (TLS certificate, no such host, invalid URL, cancellation).
+     *
+     * @generated from enum value: REASON_TRANSPORT_ERROR_NOT_RETRYABLE = 9;
+     */
+    TRANSPORT_ERROR_NOT_RETRYABLE = 9,
+    /**
+     * REASON_TRANSPORT_RETRY_DISABLED: do not retry; the policy sets
+     * retry_transport_errors to false.
+     *
+     * @generated from enum value: REASON_TRANSPORT_RETRY_DISABLED = 10;
+     */
+    TRANSPORT_RETRY_DISABLED = 10,
+    /**
+     * REASON_PROVIDER_FORBIDS_RETRY: do not retry; the provider said so
+     * explicitly (for example Stripe-Should-Retry: false).
+     *
+     * @generated from enum value: REASON_PROVIDER_FORBIDS_RETRY = 11;
+     */
+    PROVIDER_FORBIDS_RETRY = 11,
+    /**
+     * REASON_RETRY_BUDGET_EXHAUSTED: do not retry; the tenant's retry budget
+     * is spent. Decision.delay is unset; Decision.hint carries any hint.
+     *
+     * @generated from enum value: REASON_RETRY_BUDGET_EXHAUSTED = 12;
+     */
+    RETRY_BUDGET_EXHAUSTED = 12,
+    /**
+     * REASON_GATE_CLOSED: a cooldown gate for this tenant and destination is
+     * closed; Decision.delay (retry) or Decision.hint (do not retry) says for
+     * how long.
+     *
+     * @generated from enum value: REASON_GATE_CLOSED = 13;
+     */
+    GATE_CLOSED = 13,
+    /**
+     * REASON_CANCELED: do not retry; the caller canceled the call.
+     *
+     * @generated from enum value: REASON_CANCELED = 14;
+     */
+    CANCELED = 14
+}
+/**
+ * Describes the enum retrybroker.v1.Reason.
+ */
+export declare const ReasonSchema: GenEnum<Reason>;
+/**
+ * TransportError is the kind of a failure that produced no HTTP response.
+ *
+ * @generated from enum retrybroker.v1.TransportError
+ */
+export declare enum TransportError {
+    /**
+     * TRANSPORT_ERROR_UNSPECIFIED means "no transport error": a status is set.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * TRANSPORT_ERROR_CONNECTION_REFUSED: the peer refused the connection. Retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_CONNECTION_REFUSED = 1;
+     */
+    CONNECTION_REFUSED = 1,
+    /**
+     * TRANSPORT_ERROR_CONNECTION_RESET: the peer reset the connection. Retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_CONNECTION_RESET = 2;
+     */
+    CONNECTION_RESET = 2,
+    /**
+     * TRANSPORT_ERROR_EOF: the connection closed before a full response. Retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_EOF = 3;
+     */
+    EOF = 3,
+    /**
+     * TRANSPORT_ERROR_TIMEOUT: a connect, TLS or response-header timeout. Retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_TIMEOUT = 4;
+     */
+    TIMEOUT = 4,
+    /**
+     * TRANSPORT_ERROR_DNS_TEMPORARY: a temporary DNS failure. Retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_DNS_TEMPORARY = 5;
+     */
+    DNS_TEMPORARY = 5,
+    /**
+     * TRANSPORT_ERROR_DNS_NOT_FOUND: no such host. Not retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_DNS_NOT_FOUND = 6;
+     */
+    DNS_NOT_FOUND = 6,
+    /**
+     * TRANSPORT_ERROR_TLS_CERTIFICATE: the server's certificate was rejected. Not retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_TLS_CERTIFICATE = 7;
+     */
+    TLS_CERTIFICATE = 7,
+    /**
+     * TRANSPORT_ERROR_CANCELED: the caller canceled. Not retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_CANCELED = 8;
+     */
+    CANCELED = 8,
+    /**
+     * TRANSPORT_ERROR_INVALID_URL: the URL cannot be sent. Not retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_INVALID_URL = 9;
+     */
+    INVALID_URL = 9,
+    /**
+     * TRANSPORT_ERROR_DESTINATION_REFUSED: the destination guard refused the
+     * dialled address (Execute only; the call answers PERMISSION_DENIED).
+     *
+     * @generated from enum value: TRANSPORT_ERROR_DESTINATION_REFUSED = 10;
+     */
+    DESTINATION_REFUSED = 10,
+    /**
+     * TRANSPORT_ERROR_OTHER: any other failure. Not retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_OTHER = 11;
+     */
+    OTHER = 11
+}
+/**
+ * Describes the enum retrybroker.v1.TransportError.
+ */
+export declare const TransportErrorSchema: GenEnum<TransportError>;
+/**
+ * Outcome says how an Execute call ended.
+ *
+ * @generated from enum retrybroker.v1.Outcome
+ */
+export declare enum Outcome {
+    /**
+     * OUTCOME_UNSPECIFIED is never returned.
+     *
+     * @generated from enum value: OUTCOME_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * OUTCOME_SUCCESS: the final response succeeded (1xx, 2xx or 3xx).
+     *
+     * @generated from enum value: OUTCOME_SUCCESS = 1;
+     */
+    SUCCESS = 1,
+    /**
+     * OUTCOME_NOT_RETRYABLE: the final response or error may not be retried
+     * (status, method or transport error kind).
+     *
+     * @generated from enum value: OUTCOME_NOT_RETRYABLE = 2;
+     */
+    NOT_RETRYABLE = 2,
+    /**
+     * OUTCOME_ATTEMPTS_EXHAUSTED: every allowed attempt failed.
+     *
+     * @generated from enum value: OUTCOME_ATTEMPTS_EXHAUSTED = 3;
+     */
+    ATTEMPTS_EXHAUSTED = 3,
+    /**
+     * OUTCOME_HINT_EXCEEDS_MAX_DELAY: the server asked for a wait longer than
+     * max_delay; retry_after carries it.
+     *
+     * @generated from enum value: OUTCOME_HINT_EXCEEDS_MAX_DELAY = 4;
+     */
+    HINT_EXCEEDS_MAX_DELAY = 4,
+    /**
+     * OUTCOME_DEADLINE_TOO_SHORT: the next wait would run past the deadline;
+     * retry_after carries it.
+     *
+     * @generated from enum value: OUTCOME_DEADLINE_TOO_SHORT = 5;
+     */
+    DEADLINE_TOO_SHORT = 5,
+    /**
+     * OUTCOME_RETRY_BUDGET_EXHAUSTED: a retry was due but the tenant's retry
+     * budget was spent.
+     *
+     * @generated from enum value: OUTCOME_RETRY_BUDGET_EXHAUSTED = 6;
+     */
+    RETRY_BUDGET_EXHAUSTED = 6,
+    /**
+     * OUTCOME_GATE_CLOSED: a cooldown gate was closed for longer than the call
+     * could wait; no request was sent for the blocked attempt. retry_after
+     * says when it reopens.
+     *
+     * @generated from enum value: OUTCOME_GATE_CLOSED = 7;
+     */
+    GATE_CLOSED = 7,
+    /**
+     * OUTCOME_CANCELED: the caller canceled during the call.
+     *
+     * @generated from enum value: OUTCOME_CANCELED = 8;
+     */
+    CANCELED = 8
+}
+/**
+ * Describes the enum retrybroker.v1.Outcome.
+ */
+export declare const OutcomeSchema: GenEnum<Outcome>;
+/**
+ * BrokerService performs outbound HTTP calls on a caller's behalf, retrying
+ * them by the caller's tenant policy and the provider's rate-limit hints, and
+ * classifies responses that callers obtained themselves with the same rules.
+ *
+ * Errors are gRPC statuses:
+ *   - INVALID_ARGUMENT: a malformed request; the status details carry a
+ *     google.rpc.BadRequest with one field violation per problem.
+ *   - UNAUTHENTICATED: a missing or unknown API key.
+ *   - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
+ *   - FAILED_PRECONDITION: an unknown policy name.
+ *   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
+ *     the details carry a google.rpc.RetryInfo with the delay.
+ *
+ * Upstream failures are not gRPC errors: Execute reports them in its response.
+ *
+ * @generated from service retrybroker.v1.BrokerService
+ */
+export declare const BrokerService: GenService<{
+    /**
+     * Execute sends an HTTP request, retrying by policy, and returns the final
+     * response together with a record of every attempt.
+     *
+     * @generated from rpc retrybroker.v1.BrokerService.Execute
+     */
+    execute: {
+        methodKind: "unary";
+        input: typeof ExecuteRequestSchema;
+        output: typeof ExecuteResponseSchema;
+    };
+    /**
+     * ClassifyResponse applies the retry rules to a response (or transport
+     * failure) that the caller got itself and returns the decision.
+     *
+     * @generated from rpc retrybroker.v1.BrokerService.ClassifyResponse
+     */
+    classifyResponse: {
+        methodKind: "unary";
+        input: typeof ClassifyResponseRequestSchema;
+        output: typeof ClassifyResponseResponseSchema;
+    };
+}>;
+//# sourceMappingURL=broker_pb.d.ts.map
