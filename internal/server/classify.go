@@ -53,6 +53,9 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 			Body:   req.GetBody(),
 			Now:    now,
 		}
+		// Read once: Decide and the gate observation share the reading.
+		reading := in.Reader.Read(in.Response)
+		in.Reading = &reading
 	}
 	in.HasIdempotencyKey = hasHeader(req.GetRequestHeaders(), pol.IdempotencyHeader) ||
 		hasHeader(req.GetHeaders(), pol.IdempotencyHeader)
@@ -184,7 +187,7 @@ func (s *Service) shareGate(ctx context.Context, t *tenant.Tenant, pol *tenant.P
 	key := call.GateKey()
 	var obs store.Observation
 	if in.Response != nil {
-		obs = engine.Observation(in.Response.Status, in.Reader.Read(in.Response), in.Now)
+		obs = engine.Observation(in.Response.Status, *in.Reading, in.Now)
 	}
 	if pol.FailClosed {
 		ctx = store.WithFailClosedContext(ctx)
