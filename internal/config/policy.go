@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -284,7 +285,7 @@ func (l *loader) readCustomReaders(d *draft, v *yaml.Node, path string) {
 			l.addf(item, join(ip, "format"), "missing: want seconds, milliseconds, unix_seconds, retry_after or iso8601")
 			return
 		}
-		if !engine.IsToken(header) {
+		if !httpguts.ValidHeaderFieldName(header) {
 			l.addf(headerNode, join(ip, "header"), "%s is not a valid header name", describe(header))
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/retrybroker/retrybroker/internal/providers"
 )
 
@@ -223,13 +225,13 @@ func (p *Policy) Validate() error {
 	if p.IdempotencyHeader == "" {
 		p.IdempotencyHeader = DefaultIdempotencyKey
 	}
-	if !IsToken(p.IdempotencyHeader) {
+	if !httpguts.ValidHeaderFieldName(p.IdempotencyHeader) {
 		bad("idempotency_header", "%q is not a valid header name", p.IdempotencyHeader)
 	} else {
 		p.IdempotencyHeader = textproto.CanonicalMIMEHeaderKey(p.IdempotencyHeader)
 	}
 	if p.AttemptHeader != "" {
-		if !IsToken(p.AttemptHeader) {
+		if !httpguts.ValidHeaderFieldName(p.AttemptHeader) {
 			bad("attempt_header", "%q is not a valid header name", p.AttemptHeader)
 		} else {
 			p.AttemptHeader = textproto.CanonicalMIMEHeaderKey(p.AttemptHeader)
@@ -287,31 +289,6 @@ func (p *Policy) Reader() providers.HintReader {
 		return p.reader
 	}
 	return p.ReaderFor("")
-}
-
-// IsToken reports whether s is a non-empty RFC 9110 token (a valid header
-// name or method).
-func IsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenChar(c byte) bool {
-	if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
 }
 
 // IsSafeMethod reports whether method is GET, HEAD, OPTIONS or TRACE,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Lookup returns the built-in reader with the given name: "retry-after"
@@ -69,7 +71,7 @@ type customReader struct {
 // reader's Name is "custom:" followed by that lower-case name. Like every
 // reader, it treats a header that appears twice or holds a list as invalid.
 func NewCustomReader(header string, format Format) (HintReader, error) {
-	if !isToken(header) {
+	if !httpguts.ValidHeaderFieldName(header) {
 		return nil, fmt.Errorf("custom reader %q: %w", header, ErrInvalidHeaderName)
 	}
 	var vf valueFormat
@@ -106,19 +108,6 @@ func (c *customReader) Read(r *Response) Reading {
 
 // ExtraRetryableStatuses returns nil: custom readers add no statuses.
 func (c *customReader) ExtraRetryableStatuses() []int { return nil }
-
-// isToken reports whether s is a non-empty RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
 
 // chainReader tries several readers in order.
 type chainReader struct {

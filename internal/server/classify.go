@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -133,27 +136,11 @@ func chooseProvider(p *tenant.Policy, override string, u *url.URL) string {
 
 func hasHeader(hs []*rbv1.HttpHeader, canonical string) bool {
 	for _, h := range hs {
-		if len(h.GetName()) == len(canonical) && equalFoldASCII(h.GetName(), canonical) {
+		if strings.EqualFold(h.GetName(), canonical) {
 			return true
 		}
 	}
 	return false
-}
-
-func equalFoldASCII(a, b string) bool {
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 func unknownPolicy(name string) error {
@@ -163,17 +150,17 @@ func unknownPolicy(name string) error {
 // parseHTTPURL parses an absolute http(s) URL with a host.
 func parseHTTPURL(raw string) (*url.URL, error) {
 	if len(raw) > MaxURLLength {
-		return nil, errorf("too long: %d bytes (at most %d)", len(raw), MaxURLLength)
+		return nil, fmt.Errorf("too long: %d bytes (at most %d)", len(raw), MaxURLLength)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, errorf("not a valid URL")
+		return nil, errors.New("not a valid URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, errorf("scheme must be http or https")
+		return nil, errors.New("scheme must be http or https")
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return nil, errorf("URL must have a host")
+		return nil, errors.New("URL must have a host")
 	}
 	return u, nil
 }

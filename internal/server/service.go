@@ -6,7 +6,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -76,8 +75,6 @@ func (s *Service) tenantFrom(ctx context.Context) (*tenant.Tenant, error) {
 	}
 	return nil, status.Error(codes.Unauthenticated, "missing credentials: send authorization: Bearer <api key>")
 }
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // contextStatus maps a context error to Canceled or DeadlineExceeded.
 func contextStatus(err error) error {

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
-	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
 )
 
@@ -60,7 +60,7 @@ func checkHeaders(v *violations, field string, hs []*rbv1.HttpHeader) {
 	total := 0
 	for i, h := range hs {
 		total += len(h.GetName()) + len(h.GetValue())
-		if !engine.IsToken(h.GetName()) {
+		if !httpguts.ValidHeaderFieldName(h.GetName()) {
 			v.add(fieldIndex(field, i, "name"), "%q is not a valid header name (RFC 9110 token)", truncate(h.GetName()))
 		}
 		if strings.ContainsAny(h.GetValue(), "\r\n\x00") {
@@ -83,7 +83,7 @@ func fieldIndex(list string, i int, field string) string {
 }
 
 func checkMethod(v *violations, field, m string) {
-	if m != "" && !engine.IsToken(m) {
+	if m != "" && !httpguts.ValidHeaderFieldName(m) {
 		v.add(field, "%q is not a valid HTTP method", truncate(m))
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/retrybroker/retrybroker/clients/go/broker"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -198,7 +200,7 @@ func parseHeaders(lines []string) ([][2]string, error) {
 	for _, l := range lines {
 		name, value, ok := strings.Cut(l, ":")
 		name = strings.TrimSpace(name)
-		if !ok || name == "" || !engine.IsToken(name) {
+		if !ok || name == "" || !httpguts.ValidHeaderFieldName(name) {
 			return nil, fmt.Errorf("header %q is not \"Name: value\"", l)
 		}
 		out = append(out, [2]string{name, strings.TrimSpace(value)})
