@@ -108,8 +108,9 @@ type Call struct {
 	// Provider is the name of the chosen reader, Reader the reader itself.
 	Provider string
 	Reader   providers.HintReader
-	// Method, URL, Header and Body describe the request. Header is not
-	// modified; every attempt sends a copy.
+	// Method, URL, Header and Body describe the request. Run never modifies
+	// Header: every attempt sends a copy, and a generated idempotency key
+	// goes into a copy of its own, so a Call can be run again.
 	Method string
 	URL    *url.URL
 	Header http.Header
@@ -262,12 +263,13 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	caller := ctx
 	ctx, cancelTotal := context.WithTimeout(ctx, p.TotalTimeout)
 	defer cancelTotal()
-	header := c.Header.Clone()
+	header := c.Header // each attempt sends a copy; copied here only to write
 	if header == nil {
 		header = http.Header{}
 	}
 	hasKey := header.Get(p.IdempotencyHeader) != ""
 	if !hasKey && p.GenerateIdempotencyKey {
+		header = header.Clone()
 		header.Set(p.IdempotencyHeader, uuid.NewString())
 		hasKey = true
 	}

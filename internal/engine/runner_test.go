@@ -469,3 +469,24 @@ func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
 		t.Fatalf("outcome %s, %d attempts, transport %s", res.Outcome, len(res.Attempts), res.Attempts[0].Transport)
 	}
 }
+
+// TestRunLeavesCallHeaderAlone: a generated idempotency key goes into a
+// copy, so running the same Call twice gives each logical call its own key.
+func TestRunLeavesCallHeaderAlone(t *testing.T) {
+	up := newUpstream(t, reply{status: 200})
+	f := newFixture(t, engine.NewFakeClock(time.Now()), nil)
+	p := mustPolicy(t, func(p *engine.Policy) { p.GenerateIdempotencyKey = true })
+	c := newCall(t, up.URL, "POST", p, "")
+	for range 2 {
+		if _, err := f.runner.Run(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Header.Get("Idempotency-Key"); got != "" {
+		t.Fatalf("Run wrote %q into the call's header", got)
+	}
+	k1, k2 := up.requests[0].Header.Get("Idempotency-Key"), up.requests[1].Header.Get("Idempotency-Key")
+	if k1 == "" || k1 == k2 {
+		t.Fatalf("keys %q and %q: two logical calls must get two keys", k1, k2)
+	}
+}
