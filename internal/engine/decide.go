@@ -49,6 +49,8 @@ const (
 	ReasonRetryBudgetExhausted
 	ReasonGateClosed
 	ReasonCanceled
+	ReasonBreakerOpen
+	ReasonShuttingDown
 )
 
 var reasonNames = [...]string{
@@ -67,6 +69,8 @@ var reasonNames = [...]string{
 	ReasonRetryBudgetExhausted:       "REASON_RETRY_BUDGET_EXHAUSTED",
 	ReasonGateClosed:                 "REASON_GATE_CLOSED",
 	ReasonCanceled:                   "REASON_CANCELED",
+	ReasonBreakerOpen:                "REASON_BREAKER_OPEN",
+	ReasonShuttingDown:               "REASON_SHUTTING_DOWN",
 }
 
 // String returns the proto enum name, e.g. "REASON_SERVER_HINT".
@@ -92,6 +96,10 @@ type Decision struct {
 	// when the broker gives up because the hint is too long.
 	Hint    time.Duration
 	HasHint bool
+	// Rule names the provider catalog rule that decided (for example
+	// "openai/insufficient_quota"); empty when the header readers and the
+	// standard rules decided.
+	Rule string
 }
 
 // Rand draws random numbers for jitter. *rand.Rand from math/rand/v2

@@ -110,6 +110,21 @@ const (
 	DefaultAttemptTimeout  = 30 * time.Second
 	DefaultTotalTimeout    = 2 * time.Minute
 	DefaultIdempotencyKey  = "Idempotency-Key"
+	// DefaultMaxGate bounds how long one hint (or exhausted quota) may keep
+	// a cooldown gate closed; the full hint is still reported.
+	DefaultMaxGate = 24 * time.Hour
+	// MaxBodyLimit bounds max_request_body and max_response_body. The gRPC
+	// server's message limits are derived from it, so every body a policy
+	// allows fits the messages the server accepts and sends.
+	MaxBodyLimit = 64 << 20
+	// MaxGateLimit bounds max_gate.
+	MaxGateLimit = 7 * 24 * time.Hour
+
+	// Stream defaults (ExecuteStream).
+	DefaultStreamMaxConcurrent = 64
+	DefaultStreamIdleTimeout   = 60 * time.Second
+	// MaxStreamConcurrent bounds stream.max_concurrent.
+	MaxStreamConcurrent = 100_000
 
 	// MaxAttemptNumber bounds the attempt numbers the engine accepts.
 	MaxAttemptNumber = 1000
@@ -163,8 +178,33 @@ type Policy struct {
 	MaxRequestBody int64
 	// MaxResponseBody is the largest final response body returned, in bytes.
 	MaxResponseBody int64
+	// MaxGate bounds how long one hint or exhausted quota may keep the
+	// call's cooldown gate closed, measured on the broker's clock. A longer
+	// hint is still reported in full. Default 24h, at most 7 days; at least
+	// MaxDelay.
+	MaxGate time.Duration
+	// Stream limits ExecuteStream calls of this policy.
+	Stream StreamLimits
 
 	reader providers.HintReader // resolved by Validate
+}
+
+// StreamLimits bound ExecuteStream calls. Execute is not affected.
+type StreamLimits struct {
+	// MaxConcurrent is the most ExecuteStream calls of the policy's tenant
+	// open at once under this policy; one more answers RESOURCE_EXHAUSTED.
+	// Default 64.
+	MaxConcurrent int
+	// IdleTimeout ends a streamed body when no byte arrives for this long
+	// (body_complete false, BODY_END_IDLE_TIMEOUT). Default 60s.
+	IdleTimeout time.Duration
+	// MaxDuration, when positive, ends a streamed body this long after its
+	// head was sent (BODY_END_TIMEOUT). Zero means no limit: total_timeout
+	// bounds the attempts up to the head, not the body.
+	MaxDuration time.Duration
+	// MaxBytes, when positive, ends a streamed body once this many bytes
+	// were sent (BODY_END_SIZE_LIMIT). Zero means no limit (the default).
+	MaxBytes int64
 }
 
 // DefaultPolicy returns the standard policy with the documented defaults.
@@ -181,6 +221,8 @@ func DefaultPolicy() Policy {
 		TotalTimeout:         DefaultTotalTimeout,
 		MaxRequestBody:       DefaultMaxRequestBody,
 		MaxResponseBody:      DefaultMaxResponseBody,
+		MaxGate:              DefaultMaxGate,
+		Stream:               StreamLimits{MaxConcurrent: DefaultStreamMaxConcurrent, IdleTimeout: DefaultStreamIdleTimeout},
 	}
 }
 
@@ -243,11 +285,29 @@ func (p *Policy) Validate() error {
 	if p.TotalTimeout <= 0 {
 		bad("total_timeout", "must be positive, got %s", p.TotalTimeout)
 	}
-	if p.MaxRequestBody <= 0 || p.MaxRequestBody > 64<<20 {
+	if p.MaxRequestBody <= 0 || p.MaxRequestBody > MaxBodyLimit {
 		bad("max_request_body", "must be between 1 byte and 64 MiB, got %d", p.MaxRequestBody)
 	}
-	if p.MaxResponseBody <= 0 || p.MaxResponseBody > 64<<20 {
+	if p.MaxResponseBody <= 0 || p.MaxResponseBody > MaxBodyLimit {
 		bad("max_response_body", "must be between 1 byte and 64 MiB, got %d", p.MaxResponseBody)
+	}
+	switch {
+	case p.MaxGate <= 0 || p.MaxGate > MaxGateLimit:
+		bad("max_gate", "must be positive and at most 168h (7 days), got %s", p.MaxGate)
+	case p.MaxDelay > 0 && p.MaxGate < p.MaxDelay:
+		bad("max_gate", "must be at least max_delay (%s), got %s: a hint the broker waits for would outlast the gate it closes", p.MaxDelay, p.MaxGate)
+	}
+	if p.Stream.MaxConcurrent < 1 || p.Stream.MaxConcurrent > MaxStreamConcurrent {
+		bad("stream.max_concurrent", "must be between 1 and %d, got %d", MaxStreamConcurrent, p.Stream.MaxConcurrent)
+	}
+	if p.Stream.IdleTimeout <= 0 {
+		bad("stream.idle_timeout", "must be positive, got %s", p.Stream.IdleTimeout)
+	}
+	if p.Stream.MaxDuration < 0 {
+		bad("stream.max_duration", "must not be negative, got %s", p.Stream.MaxDuration)
+	}
+	if p.Stream.MaxBytes < 0 {
+		bad("stream.max_bytes", "must not be negative, got %d", p.Stream.MaxBytes)
 	}
 	if p.Provider != "" {
 		if _, ok := providers.Lookup(p.Provider); !ok {

@@ -37,9 +37,11 @@ const (
 	OutcomeRetryBudgetExhausted
 	OutcomeGateClosed
 	OutcomeCanceled
+	OutcomeBreakerOpen
+	OutcomeShuttingDown
 )
 
-var outcomeNames = [...]string{"unspecified", "success", "not_retryable", "attempts_exhausted", "hint_exceeds_max_delay", "deadline_too_short", "retry_budget_exhausted", "gate_closed", "canceled"}
+var outcomeNames = [...]string{"unspecified", "success", "not_retryable", "attempts_exhausted", "hint_exceeds_max_delay", "deadline_too_short", "retry_budget_exhausted", "gate_closed", "canceled", "breaker_open", "shutting_down"}
 
 // String returns a snake_case name, e.g. "gate_closed".
 func (o Outcome) String() string {

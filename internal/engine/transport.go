@@ -29,6 +29,10 @@ const (
 	TransportDestinationRefused
 	// TransportOther: any other failure. Not retryable.
 	TransportOther
+	// TransportBodyIncomplete: the response headers arrived but the body
+	// ended early (reset, short Content-Length, timeout while reading).
+	// Retryable.
+	TransportBodyIncomplete
 )
 
 var transportNames = [...]string{
@@ -44,6 +48,7 @@ var transportNames = [...]string{
 	TransportInvalidURL:         "invalid_url",
 	TransportDestinationRefused: "destination_refused",
 	TransportOther:              "other",
+	TransportBodyIncomplete:     "body_incomplete",
 }
 
 // String returns the snake_case name used by the conformance vectors
@@ -70,7 +75,7 @@ func ParseTransportError(name string) (TransportError, bool) {
 func (k TransportError) Retryable() bool {
 	switch k {
 	case TransportConnectionRefused, TransportConnectionReset, TransportEOF,
-		TransportTimeout, TransportDNSTemporary:
+		TransportTimeout, TransportDNSTemporary, TransportBodyIncomplete:
 		return true
 	default:
 		return false

@@ -103,22 +103,22 @@ func TestConformanceVectorsOverGRPC(t *testing.T) {
 
 // TestEnumsMirrorEngine guards the direct casts between engine and proto enums.
 func TestEnumsMirrorEngine(t *testing.T) {
-	for r := engine.ReasonUnspecified; r <= engine.ReasonCanceled; r++ {
+	for r := engine.ReasonUnspecified; r <= engine.ReasonShuttingDown; r++ {
 		if got := rbv1.Reason(r).String(); got != r.String() {
 			t.Errorf("reason %d: proto %s, engine %s", r, got, r.String())
 		}
 	}
-	if n := len(rbv1.Reason_name); n != int(engine.ReasonCanceled)+1 {
-		t.Errorf("proto has %d reasons, engine %d", n, engine.ReasonCanceled+1)
+	if n := len(rbv1.Reason_name); n != int(engine.ReasonShuttingDown)+1 {
+		t.Errorf("proto has %d reasons, engine %d", n, engine.ReasonShuttingDown+1)
 	}
-	for k := engine.TransportNone + 1; k <= engine.TransportOther; k++ {
+	for k := engine.TransportNone + 1; k <= engine.TransportBodyIncomplete; k++ {
 		want := "TRANSPORT_ERROR_" + strings.ToUpper(k.String())
 		if got := rbv1.TransportError(k).String(); got != want {
 			t.Errorf("transport %d: proto %s, want %s", k, got, want)
 		}
 	}
-	if n := len(rbv1.TransportError_name); n != int(engine.TransportOther)+1 {
-		t.Errorf("proto has %d transport errors, engine %d", n, engine.TransportOther+1)
+	if n := len(rbv1.TransportError_name); n != int(engine.TransportBodyIncomplete)+1 {
+		t.Errorf("proto has %d transport errors, engine %d", n, engine.TransportBodyIncomplete+1)
 	}
 	if rbv1.Action(engine.ActionRetry) != rbv1.Action_ACTION_RETRY || rbv1.Action(engine.ActionDoNotRetry) != rbv1.Action_ACTION_DO_NOT_RETRY {
 		t.Error("action values differ")

@@ -115,3 +115,118 @@ func (p PaceConfig) Interval() time.Duration {
 func (p PaceConfig) BurstOrOne() int {
 	return min(max(p.Burst, 1), MaxPaceBurst)
 }
+
+// LearningConfig configures learned quotas: for a gate whose provider
+// announces no remaining count, the store learns how many calls a window
+// admits from the refusals it sees (see the package documentation,
+// "Learned quotas"). The zero value disables learning.
+type LearningConfig struct {
+	// Enabled turns learning on for gates without an announced quota.
+	Enabled bool
+	// IdleExpiry is how long learned state (the learned quota and its
+	// epoch) outlives the last call on its gate. Zero or negative means
+	// [DefaultLearningIdleExpiry]; at most [MaxLearningIdleExpiry].
+	IdleExpiry time.Duration
+}
+
+// Learning defaults and bounds.
+const (
+	// DefaultLearningIdleExpiry is the idle time after which a gate's
+	// learned quota is forgotten.
+	DefaultLearningIdleExpiry = time.Hour
+	// MaxLearningIdleExpiry bounds LearningConfig.IdleExpiry.
+	MaxLearningIdleExpiry = 7 * 24 * time.Hour
+)
+
+// DefaultLearning returns the standard policy's learning: on, forgotten
+// after an hour without calls.
+func DefaultLearning() LearningConfig {
+	return LearningConfig{Enabled: true, IdleExpiry: DefaultLearningIdleExpiry}
+}
+
+// Expiry returns IdleExpiry with its default and bound applied.
+func (c LearningConfig) Expiry() time.Duration {
+	if c.IdleExpiry <= 0 {
+		return DefaultLearningIdleExpiry
+	}
+	return min(c.IdleExpiry, MaxLearningIdleExpiry)
+}
+
+// BreakerConfig configures a gate's failure breaker: failures that carry no
+// hint (5xx without one, retryable transport errors) are counted over a
+// sliding Window; when at least MinCalls calls were made in it and the
+// failures reach FailureRatio of them, the breaker opens for OpenFor,
+// doubling after each failed probe up to MaxOpen. While it is open, no call
+// is sent; then a single probe goes, and its success closes the breaker.
+// The zero value disables the breaker.
+type BreakerConfig struct {
+	// Enabled turns the breaker on.
+	Enabled bool
+	// MinCalls is the least number of calls in the window before the
+	// breaker may open. Zero or negative means [DefaultBreakerMinCalls].
+	MinCalls int
+	// FailureRatio is the share of failed calls, in (0, 1], that opens the
+	// breaker. Zero, negative or NaN means [DefaultBreakerFailureRatio].
+	FailureRatio float64
+	// Window is the sliding window over which calls and failures count, in
+	// whole seconds (rounded up). Zero or negative means
+	// [DefaultBreakerWindow]; at most [MaxBreakerWindow].
+	Window time.Duration
+	// OpenFor is how long the breaker stays open the first time. Zero or
+	// negative means [DefaultBreakerOpenFor].
+	OpenFor time.Duration
+	// MaxOpen bounds the doubling open time. Zero or negative means
+	// [DefaultBreakerMaxOpen]; below OpenFor counts as OpenFor.
+	MaxOpen time.Duration
+}
+
+// Breaker defaults and bounds: conservative, so that only a destination
+// that clearly fails trips it.
+const (
+	DefaultBreakerMinCalls     = 20
+	DefaultBreakerFailureRatio = 0.5
+	DefaultBreakerWindow       = 30 * time.Second
+	DefaultBreakerOpenFor      = 5 * time.Second
+	DefaultBreakerMaxOpen      = 2 * time.Minute
+	// MaxBreakerWindow bounds BreakerConfig.Window.
+	MaxBreakerWindow = 10 * time.Minute
+)
+
+// DefaultBreaker returns the standard policy's breaker: on, with the
+// default thresholds.
+func DefaultBreaker() BreakerConfig {
+	return BreakerConfig{
+		Enabled: true, MinCalls: DefaultBreakerMinCalls, FailureRatio: DefaultBreakerFailureRatio,
+		Window: DefaultBreakerWindow, OpenFor: DefaultBreakerOpenFor, MaxOpen: DefaultBreakerMaxOpen,
+	}
+}
+
+// Normalized returns c with every default and bound applied (Enabled is
+// kept as is).
+func (c BreakerConfig) Normalized() BreakerConfig {
+	if c.MinCalls <= 0 {
+		c.MinCalls = DefaultBreakerMinCalls
+	}
+	if !(c.FailureRatio > 0) {
+		c.FailureRatio = DefaultBreakerFailureRatio
+	}
+	c.FailureRatio = min(c.FailureRatio, 1)
+	if c.Window <= 0 {
+		c.Window = DefaultBreakerWindow
+	}
+	c.Window = min(c.Window, MaxBreakerWindow)
+	if c.OpenFor <= 0 {
+		c.OpenFor = DefaultBreakerOpenFor
+	}
+	if c.MaxOpen <= 0 {
+		c.MaxOpen = DefaultBreakerMaxOpen
+	}
+	c.MaxOpen = max(c.MaxOpen, c.OpenFor)
+	return c
+}
+
+// WindowSeconds returns the normalized window in whole seconds (at least 1).
+func (c BreakerConfig) WindowSeconds() int64 {
+	w := c.Normalized().Window
+	return max(int64((w+time.Second-1)/time.Second), 1)
+}

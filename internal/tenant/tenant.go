@@ -27,6 +27,12 @@ type Policy struct {
 	Budget store.BudgetConfig
 	// Pace paces calls per (tenant, host); zero Rate disables it.
 	Pace store.PaceConfig
+	// Learning learns the quota of gates whose provider announces none
+	// (store.DefaultLearning() by default).
+	Learning store.LearningConfig
+	// Breaker is the failure breaker of each gate (store.DefaultBreaker()
+	// by default).
+	Breaker store.BreakerConfig
 	// AllowDestinations are address ranges this policy may reach even
 	// though they are special-purpose (loopback, private, ...).
 	AllowDestinations []string
@@ -73,9 +79,11 @@ func (t *Tenant) Policy(name string) (*Policy, bool) {
 // defaults for budgets, host mapping and redirects.
 func DefaultPolicy() *Policy {
 	return &Policy{
-		Policy:  engine.DefaultPolicy(),
-		HostMap: providers.DefaultHostMap(),
-		Budget:  store.DefaultBudget(),
+		Policy:   engine.DefaultPolicy(),
+		HostMap:  providers.DefaultHostMap(),
+		Budget:   store.DefaultBudget(),
+		Learning: store.DefaultLearning(),
+		Breaker:  store.DefaultBreaker(),
 	}
 }
 

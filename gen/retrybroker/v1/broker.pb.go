@@ -120,6 +120,13 @@ const (
 	Reason_REASON_GATE_CLOSED Reason = 13
 	// REASON_CANCELED: do not retry; the caller canceled the call.
 	Reason_REASON_CANCELED Reason = 14
+	// REASON_BREAKER_OPEN: the failure breaker of this tenant and destination
+	// is open after repeated failures without a hint; Decision.delay (retry)
+	// or Decision.hint (do not retry) says when it lets a probe through.
+	Reason_REASON_BREAKER_OPEN Reason = 15
+	// REASON_SHUTTING_DOWN: do not retry; the broker is shutting down.
+	// Decision.hint, when set, says when the retry was due.
+	Reason_REASON_SHUTTING_DOWN Reason = 16
 )
 
 // Enum value maps for Reason.
@@ -140,6 +147,8 @@ var (
 		12: "REASON_RETRY_BUDGET_EXHAUSTED",
 		13: "REASON_GATE_CLOSED",
 		14: "REASON_CANCELED",
+		15: "REASON_BREAKER_OPEN",
+		16: "REASON_SHUTTING_DOWN",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                   0,
@@ -157,6 +166,8 @@ var (
 		"REASON_RETRY_BUDGET_EXHAUSTED":        12,
 		"REASON_GATE_CLOSED":                   13,
 		"REASON_CANCELED":                      14,
+		"REASON_BREAKER_OPEN":                  15,
+		"REASON_SHUTTING_DOWN":                 16,
 	}
 )
 
@@ -216,6 +227,10 @@ const (
 	TransportError_TRANSPORT_ERROR_DESTINATION_REFUSED TransportError = 10
 	// TRANSPORT_ERROR_OTHER: any other failure. Not retryable.
 	TransportError_TRANSPORT_ERROR_OTHER TransportError = 11
+	// TRANSPORT_ERROR_BODY_INCOMPLETE: the response headers arrived but the
+	// body ended early (connection reset, fewer bytes than Content-Length, a
+	// timeout while reading it). Retryable. The attempt keeps its status_code.
+	TransportError_TRANSPORT_ERROR_BODY_INCOMPLETE TransportError = 12
 )
 
 // Enum value maps for TransportError.
@@ -233,6 +248,7 @@ var (
 		9:  "TRANSPORT_ERROR_INVALID_URL",
 		10: "TRANSPORT_ERROR_DESTINATION_REFUSED",
 		11: "TRANSPORT_ERROR_OTHER",
+		12: "TRANSPORT_ERROR_BODY_INCOMPLETE",
 	}
 	TransportError_value = map[string]int32{
 		"TRANSPORT_ERROR_UNSPECIFIED":         0,
@@ -247,6 +263,7 @@ var (
 		"TRANSPORT_ERROR_INVALID_URL":         9,
 		"TRANSPORT_ERROR_DESTINATION_REFUSED": 10,
 		"TRANSPORT_ERROR_OTHER":               11,
+		"TRANSPORT_ERROR_BODY_INCOMPLETE":     12,
 	}
 )
 
@@ -305,20 +322,30 @@ const (
 	Outcome_OUTCOME_GATE_CLOSED Outcome = 7
 	// OUTCOME_CANCELED: the caller canceled during the call.
 	Outcome_OUTCOME_CANCELED Outcome = 8
+	// OUTCOME_BREAKER_OPEN: the failure breaker for the destination was open
+	// for longer than the call could wait; no request was sent for the
+	// blocked attempt. retry_after says when it lets a probe through.
+	Outcome_OUTCOME_BREAKER_OPEN Outcome = 9
+	// OUTCOME_SHUTTING_DOWN: the broker stopped while the call was waiting;
+	// attempts lists what was sent and retry_after, when set, says when the
+	// next attempt was due, so the caller can reschedule.
+	Outcome_OUTCOME_SHUTTING_DOWN Outcome = 10
 )
 
 // Enum value maps for Outcome.
 var (
 	Outcome_name = map[int32]string{
-		0: "OUTCOME_UNSPECIFIED",
-		1: "OUTCOME_SUCCESS",
-		2: "OUTCOME_NOT_RETRYABLE",
-		3: "OUTCOME_ATTEMPTS_EXHAUSTED",
-		4: "OUTCOME_HINT_EXCEEDS_MAX_DELAY",
-		5: "OUTCOME_DEADLINE_TOO_SHORT",
-		6: "OUTCOME_RETRY_BUDGET_EXHAUSTED",
-		7: "OUTCOME_GATE_CLOSED",
-		8: "OUTCOME_CANCELED",
+		0:  "OUTCOME_UNSPECIFIED",
+		1:  "OUTCOME_SUCCESS",
+		2:  "OUTCOME_NOT_RETRYABLE",
+		3:  "OUTCOME_ATTEMPTS_EXHAUSTED",
+		4:  "OUTCOME_HINT_EXCEEDS_MAX_DELAY",
+		5:  "OUTCOME_DEADLINE_TOO_SHORT",
+		6:  "OUTCOME_RETRY_BUDGET_EXHAUSTED",
+		7:  "OUTCOME_GATE_CLOSED",
+		8:  "OUTCOME_CANCELED",
+		9:  "OUTCOME_BREAKER_OPEN",
+		10: "OUTCOME_SHUTTING_DOWN",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":            0,
@@ -330,6 +357,8 @@ var (
 		"OUTCOME_RETRY_BUDGET_EXHAUSTED": 6,
 		"OUTCOME_GATE_CLOSED":            7,
 		"OUTCOME_CANCELED":               8,
+		"OUTCOME_BREAKER_OPEN":           9,
+		"OUTCOME_SHUTTING_DOWN":          10,
 	}
 )
 
@@ -358,6 +387,86 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{3}
+}
+
+// BodyEnd says how a streamed body ended.
+type BodyEnd int32
+
+const (
+	// BODY_END_UNSPECIFIED is never returned.
+	BodyEnd_BODY_END_UNSPECIFIED BodyEnd = 0
+	// BODY_END_COMPLETE: the upstream sent the whole body.
+	BodyEnd_BODY_END_COMPLETE BodyEnd = 1
+	// BODY_END_NO_RESPONSE: the call ended without a final response (only
+	// end was sent).
+	BodyEnd_BODY_END_NO_RESPONSE BodyEnd = 2
+	// BODY_END_UPSTREAM_ERROR: the upstream body broke off (reset, short
+	// Content-Length, protocol error).
+	BodyEnd_BODY_END_UPSTREAM_ERROR BodyEnd = 3
+	// BODY_END_IDLE_TIMEOUT: no body bytes arrived for the policy's
+	// stream idle timeout.
+	BodyEnd_BODY_END_IDLE_TIMEOUT BodyEnd = 4
+	// BODY_END_SIZE_LIMIT: the body reached the policy's stream byte cap.
+	BodyEnd_BODY_END_SIZE_LIMIT BodyEnd = 5
+	// BODY_END_TIMEOUT: the policy's stream duration limit ended the body.
+	BodyEnd_BODY_END_TIMEOUT BodyEnd = 6
+	// BODY_END_CANCELED: the caller canceled the call.
+	BodyEnd_BODY_END_CANCELED BodyEnd = 7
+	// BODY_END_SHUTTING_DOWN: the broker stopped while streaming.
+	BodyEnd_BODY_END_SHUTTING_DOWN BodyEnd = 8
+)
+
+// Enum value maps for BodyEnd.
+var (
+	BodyEnd_name = map[int32]string{
+		0: "BODY_END_UNSPECIFIED",
+		1: "BODY_END_COMPLETE",
+		2: "BODY_END_NO_RESPONSE",
+		3: "BODY_END_UPSTREAM_ERROR",
+		4: "BODY_END_IDLE_TIMEOUT",
+		5: "BODY_END_SIZE_LIMIT",
+		6: "BODY_END_TIMEOUT",
+		7: "BODY_END_CANCELED",
+		8: "BODY_END_SHUTTING_DOWN",
+	}
+	BodyEnd_value = map[string]int32{
+		"BODY_END_UNSPECIFIED":    0,
+		"BODY_END_COMPLETE":       1,
+		"BODY_END_NO_RESPONSE":    2,
+		"BODY_END_UPSTREAM_ERROR": 3,
+		"BODY_END_IDLE_TIMEOUT":   4,
+		"BODY_END_SIZE_LIMIT":     5,
+		"BODY_END_TIMEOUT":        6,
+		"BODY_END_CANCELED":       7,
+		"BODY_END_SHUTTING_DOWN":  8,
+	}
+)
+
+func (x BodyEnd) Enum() *BodyEnd {
+	p := new(BodyEnd)
+	*p = x
+	return p
+}
+
+func (x BodyEnd) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BodyEnd) Descriptor() protoreflect.EnumDescriptor {
+	return file_retrybroker_v1_broker_proto_enumTypes[4].Descriptor()
+}
+
+func (BodyEnd) Type() protoreflect.EnumType {
+	return &file_retrybroker_v1_broker_proto_enumTypes[4]
+}
+
+func (x BodyEnd) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BodyEnd.Descriptor instead.
+func (BodyEnd) EnumDescriptor() ([]byte, []int) {
+	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 // HttpHeader is one header line. Lists of headers keep their order and their
@@ -436,7 +545,11 @@ type Decision struct {
 	// reason explains the decision.
 	Reason Reason `protobuf:"varint,5,opt,name=reason,proto3,enum=retrybroker.v1.Reason" json:"reason,omitempty"`
 	// provider is the hint reader that was used, for example "github".
-	Provider      string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	// rule names the provider catalog rule that decided, for example
+	// "openai/insufficient_quota"; empty when the header readers and the
+	// standard rules decided.
+	Rule          string `protobuf:"bytes,7,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +622,13 @@ func (x *Decision) GetReason() Reason {
 func (x *Decision) GetProvider() string {
 	if x != nil {
 		return x.Provider
+	}
+	return ""
+}
+
+func (x *Decision) GetRule() string {
+	if x != nil {
+		return x.Rule
 	}
 	return ""
 }
@@ -808,8 +928,12 @@ type HttpResponse struct {
 	Body []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
 	// body_truncated is true when the body was longer than returned.
 	BodyTruncated bool `protobuf:"varint,4,opt,name=body_truncated,json=bodyTruncated,proto3" json:"body_truncated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// body_incomplete is true when the upstream body ended early (reset,
+	// short Content-Length, timeout while reading): body holds what arrived.
+	// Such a response is never reported with OUTCOME_SUCCESS.
+	BodyIncomplete bool `protobuf:"varint,5,opt,name=body_incomplete,json=bodyIncomplete,proto3" json:"body_incomplete,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HttpResponse) Reset() {
@@ -866,6 +990,13 @@ func (x *HttpResponse) GetBody() []byte {
 func (x *HttpResponse) GetBodyTruncated() bool {
 	if x != nil {
 		return x.BodyTruncated
+	}
+	return false
+}
+
+func (x *HttpResponse) GetBodyIncomplete() bool {
+	if x != nil {
+		return x.BodyIncomplete
 	}
 	return false
 }
@@ -1047,7 +1178,10 @@ type Attempt struct {
 	Decision *Decision `protobuf:"bytes,7,opt,name=decision,proto3" json:"decision,omitempty"`
 	// waited is how long the broker waited before sending this attempt
 	// (backoff, hint, cooldown gate or pacing).
-	Waited        *durationpb.Duration `protobuf:"bytes,8,opt,name=waited,proto3" json:"waited,omitempty"`
+	Waited *durationpb.Duration `protobuf:"bytes,8,opt,name=waited,proto3" json:"waited,omitempty"`
+	// probe is true when the attempt went out as the single unproven call of
+	// a learning cooldown gate or of a half-open failure breaker.
+	Probe         bool `protobuf:"varint,9,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1138,6 +1272,13 @@ func (x *Attempt) GetWaited() *durationpb.Duration {
 	return nil
 }
 
+func (x *Attempt) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
+}
+
 // ExecuteResponse is the result of an Execute call.
 type ExecuteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1222,6 +1363,307 @@ func (x *ExecuteResponse) GetProvider() string {
 	return ""
 }
 
+// ExecuteStreamResponse is one message of an ExecuteStream call: exactly one
+// head (when a response is final by the rules), then zero or more chunks,
+// then exactly one end, always last.
+type ExecuteStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// event is the message's kind.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ExecuteStreamResponse_Head
+	//	*ExecuteStreamResponse_Chunk
+	//	*ExecuteStreamResponse_End
+	Event         isExecuteStreamResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteStreamResponse) Reset() {
+	*x = ExecuteStreamResponse{}
+	mi := &file_retrybroker_v1_broker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteStreamResponse) ProtoMessage() {}
+
+func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_retrybroker_v1_broker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExecuteStreamResponse) Descriptor() ([]byte, []int) {
+	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ExecuteStreamResponse) GetEvent() isExecuteStreamResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ExecuteStreamResponse) GetHead() *StreamHead {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteStreamResponse_Head); ok {
+			return x.Head
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteStreamResponse) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteStreamResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteStreamResponse) GetEnd() *StreamEnd {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteStreamResponse_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isExecuteStreamResponse_Event interface {
+	isExecuteStreamResponse_Event()
+}
+
+type ExecuteStreamResponse_Head struct {
+	// head carries the final response's status and headers, and the
+	// attempts so far (the last one is the attempt being streamed).
+	Head *StreamHead `protobuf:"bytes,1,opt,name=head,proto3,oneof"`
+}
+
+type ExecuteStreamResponse_Chunk struct {
+	// chunk holds the next body bytes, in order, as the upstream sent them.
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+type ExecuteStreamResponse_End struct {
+	// end closes the stream: how the call ended and whether the body is
+	// complete.
+	End *StreamEnd `protobuf:"bytes,3,opt,name=end,proto3,oneof"`
+}
+
+func (*ExecuteStreamResponse_Head) isExecuteStreamResponse_Event() {}
+
+func (*ExecuteStreamResponse_Chunk) isExecuteStreamResponse_Event() {}
+
+func (*ExecuteStreamResponse_End) isExecuteStreamResponse_Event() {}
+
+// StreamHead is the status and headers of the response being streamed.
+type StreamHead struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status_code is the HTTP status.
+	StatusCode int32 `protobuf:"varint,1,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// headers are the response headers (as in HttpResponse.headers).
+	Headers []*HttpHeader `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty"`
+	// attempts records every attempt so far, in order.
+	Attempts []*Attempt `protobuf:"bytes,3,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// provider is the hint reader that was used.
+	Provider      string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamHead) Reset() {
+	*x = StreamHead{}
+	mi := &file_retrybroker_v1_broker_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamHead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamHead) ProtoMessage() {}
+
+func (x *StreamHead) ProtoReflect() protoreflect.Message {
+	mi := &file_retrybroker_v1_broker_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamHead.ProtoReflect.Descriptor instead.
+func (*StreamHead) Descriptor() ([]byte, []int) {
+	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StreamHead) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *StreamHead) GetHeaders() []*HttpHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *StreamHead) GetAttempts() []*Attempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *StreamHead) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+// StreamEnd is the last message of an ExecuteStream call.
+type StreamEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempts records every attempt, in order.
+	Attempts []*Attempt `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// outcome says how the call ended (as ExecuteResponse.outcome). A body
+	// that did not complete never ends with OUTCOME_SUCCESS.
+	Outcome Outcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=retrybroker.v1.Outcome" json:"outcome,omitempty"`
+	// retry_after is when the caller may try again, when the broker gave up
+	// early on a hint, a deadline, a closed gate or an open breaker.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// body_complete is true only when the whole upstream body was streamed.
+	BodyComplete bool `protobuf:"varint,4,opt,name=body_complete,json=bodyComplete,proto3" json:"body_complete,omitempty"`
+	// body_end says how the body ended.
+	BodyEnd BodyEnd `protobuf:"varint,5,opt,name=body_end,json=bodyEnd,proto3,enum=retrybroker.v1.BodyEnd" json:"body_end,omitempty"`
+	// error_message describes why the body did not complete (URLs redacted).
+	ErrorMessage string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// trailers are the upstream's HTTP trailers, if any.
+	Trailers []*HttpHeader `protobuf:"bytes,7,rep,name=trailers,proto3" json:"trailers,omitempty"`
+	// body_bytes is the number of body bytes streamed.
+	BodyBytes uint64 `protobuf:"varint,8,opt,name=body_bytes,json=bodyBytes,proto3" json:"body_bytes,omitempty"`
+	// provider is the hint reader that was used.
+	Provider      string `protobuf:"bytes,9,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamEnd) Reset() {
+	*x = StreamEnd{}
+	mi := &file_retrybroker_v1_broker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamEnd) ProtoMessage() {}
+
+func (x *StreamEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_retrybroker_v1_broker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamEnd.ProtoReflect.Descriptor instead.
+func (*StreamEnd) Descriptor() ([]byte, []int) {
+	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StreamEnd) GetAttempts() []*Attempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *StreamEnd) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *StreamEnd) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *StreamEnd) GetBodyComplete() bool {
+	if x != nil {
+		return x.BodyComplete
+	}
+	return false
+}
+
+func (x *StreamEnd) GetBodyEnd() BodyEnd {
+	if x != nil {
+		return x.BodyEnd
+	}
+	return BodyEnd_BODY_END_UNSPECIFIED
+}
+
+func (x *StreamEnd) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *StreamEnd) GetTrailers() []*HttpHeader {
+	if x != nil {
+		return x.Trailers
+	}
+	return nil
+}
+
+func (x *StreamEnd) GetBodyBytes() uint64 {
+	if x != nil {
+		return x.BodyBytes
+	}
+	return 0
+}
+
+func (x *StreamEnd) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
 var File_retrybroker_v1_broker_proto protoreflect.FileDescriptor
 
 const file_retrybroker_v1_broker_proto_rawDesc = "" +
@@ -1230,7 +1672,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"HttpHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x87\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x9b\x02\n" +
 	"\bDecision\x12.\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x16.retrybroker.v1.ActionR\x06action\x12/\n" +
 	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x1f\n" +
@@ -1238,7 +1680,8 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"hintSource\x12-\n" +
 	"\x04hint\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04hint\x12.\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x16.retrybroker.v1.ReasonR\x06reason\x12\x1a\n" +
-	"\bprovider\x18\x06 \x01(\tR\bprovider\"\xf0\x03\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04rule\x18\a \x01(\tR\x04rule\"\xf0\x03\n" +
 	"\x17ClassifyResponseRequest\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -1260,13 +1703,14 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x124\n" +
 	"\aheaders\x18\x03 \x03(\v2\x1a.retrybroker.v1.HttpHeaderR\aheaders\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\fR\x04body\"\xa0\x01\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\"\xc9\x01\n" +
 	"\fHttpResponse\x12\x1f\n" +
 	"\vstatus_code\x18\x01 \x01(\x05R\n" +
 	"statusCode\x124\n" +
 	"\aheaders\x18\x02 \x03(\v2\x1a.retrybroker.v1.HttpHeaderR\aheaders\x12\x12\n" +
 	"\x04body\x18\x03 \x01(\fR\x04body\x12%\n" +
-	"\x0ebody_truncated\x18\x04 \x01(\bR\rbodyTruncated\"\xcb\x02\n" +
+	"\x0ebody_truncated\x18\x04 \x01(\bR\rbodyTruncated\x12'\n" +
+	"\x0fbody_incomplete\x18\x05 \x01(\bR\x0ebodyIncomplete\"\xcb\x02\n" +
 	"\x10ExecuteOverrides\x12$\n" +
 	"\vmax_retries\x18\x01 \x01(\rH\x00R\n" +
 	"maxRetries\x88\x01\x01\x126\n" +
@@ -1280,7 +1724,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\arequest\x18\x01 \x01(\v2\x1b.retrybroker.v1.HttpRequestR\arequest\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x1a\n" +
 	"\bprovider\x18\x03 \x01(\tR\bprovider\x12>\n" +
-	"\toverrides\x18\x04 \x01(\v2 .retrybroker.v1.ExecuteOverridesR\toverrides\"\x8b\x03\n" +
+	"\toverrides\x18\x04 \x01(\v2 .retrybroker.v1.ExecuteOverridesR\toverrides\"\xa1\x03\n" +
 	"\aAttempt\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x129\n" +
 	"\n" +
@@ -1291,18 +1735,43 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x0ftransport_error\x18\x05 \x01(\x0e2\x1e.retrybroker.v1.TransportErrorR\x0etransportError\x12#\n" +
 	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\x124\n" +
 	"\bdecision\x18\a \x01(\v2\x18.retrybroker.v1.DecisionR\bdecision\x121\n" +
-	"\x06waited\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06waited\"\x8b\x02\n" +
+	"\x06waited\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06waited\x12\x14\n" +
+	"\x05probe\x18\t \x01(\bR\x05probe\"\x8b\x02\n" +
 	"\x0fExecuteResponse\x128\n" +
 	"\bresponse\x18\x01 \x01(\v2\x1c.retrybroker.v1.HttpResponseR\bresponse\x123\n" +
 	"\battempts\x18\x02 \x03(\v2\x17.retrybroker.v1.AttemptR\battempts\x121\n" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x17.retrybroker.v1.OutcomeR\aoutcome\x12:\n" +
 	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x1a\n" +
-	"\bprovider\x18\x05 \x01(\tR\bprovider*K\n" +
+	"\bprovider\x18\x05 \x01(\tR\bprovider\"\x99\x01\n" +
+	"\x15ExecuteStreamResponse\x120\n" +
+	"\x04head\x18\x01 \x01(\v2\x1a.retrybroker.v1.StreamHeadH\x00R\x04head\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunk\x12-\n" +
+	"\x03end\x18\x03 \x01(\v2\x19.retrybroker.v1.StreamEndH\x00R\x03endB\a\n" +
+	"\x05event\"\xb4\x01\n" +
+	"\n" +
+	"StreamHead\x12\x1f\n" +
+	"\vstatus_code\x18\x01 \x01(\x05R\n" +
+	"statusCode\x124\n" +
+	"\aheaders\x18\x02 \x03(\v2\x1a.retrybroker.v1.HttpHeaderR\aheaders\x123\n" +
+	"\battempts\x18\x03 \x03(\v2\x17.retrybroker.v1.AttemptR\battempts\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\"\xa0\x03\n" +
+	"\tStreamEnd\x123\n" +
+	"\battempts\x18\x01 \x03(\v2\x17.retrybroker.v1.AttemptR\battempts\x121\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x17.retrybroker.v1.OutcomeR\aoutcome\x12:\n" +
+	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12#\n" +
+	"\rbody_complete\x18\x04 \x01(\bR\fbodyComplete\x122\n" +
+	"\bbody_end\x18\x05 \x01(\x0e2\x17.retrybroker.v1.BodyEndR\abodyEnd\x12#\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\x126\n" +
+	"\btrailers\x18\a \x03(\v2\x1a.retrybroker.v1.HttpHeaderR\btrailers\x12\x1d\n" +
+	"\n" +
+	"body_bytes\x18\b \x01(\x04R\tbodyBytes\x12\x1a\n" +
+	"\bprovider\x18\t \x01(\tR\bprovider*K\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_RETRY\x10\x01\x12\x17\n" +
-	"\x13ACTION_DO_NOT_RETRY\x10\x02*\xbe\x03\n" +
+	"\x13ACTION_DO_NOT_RETRY\x10\x02*\xf1\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_SERVER_HINT\x10\x01\x12\x12\n" +
@@ -1319,7 +1788,9 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x1dREASON_PROVIDER_FORBIDS_RETRY\x10\v\x12!\n" +
 	"\x1dREASON_RETRY_BUDGET_EXHAUSTED\x10\f\x12\x16\n" +
 	"\x12REASON_GATE_CLOSED\x10\r\x12\x13\n" +
-	"\x0fREASON_CANCELED\x10\x0e*\xa3\x03\n" +
+	"\x0fREASON_CANCELED\x10\x0e\x12\x17\n" +
+	"\x13REASON_BREAKER_OPEN\x10\x0f\x12\x18\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x10*\xc8\x03\n" +
 	"\x0eTransportError\x12\x1f\n" +
 	"\x1bTRANSPORT_ERROR_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"TRANSPORT_ERROR_CONNECTION_REFUSED\x10\x01\x12$\n" +
@@ -1333,7 +1804,8 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x1bTRANSPORT_ERROR_INVALID_URL\x10\t\x12'\n" +
 	"#TRANSPORT_ERROR_DESTINATION_REFUSED\x10\n" +
 	"\x12\x19\n" +
-	"\x15TRANSPORT_ERROR_OTHER\x10\v*\x89\x02\n" +
+	"\x15TRANSPORT_ERROR_OTHER\x10\v\x12#\n" +
+	"\x1fTRANSPORT_ERROR_BODY_INCOMPLETE\x10\f*\xbe\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x19\n" +
@@ -1343,10 +1815,24 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x1aOUTCOME_DEADLINE_TOO_SHORT\x10\x05\x12\"\n" +
 	"\x1eOUTCOME_RETRY_BUDGET_EXHAUSTED\x10\x06\x12\x17\n" +
 	"\x13OUTCOME_GATE_CLOSED\x10\a\x12\x14\n" +
-	"\x10OUTCOME_CANCELED\x10\b2\xc2\x01\n" +
+	"\x10OUTCOME_CANCELED\x10\b\x12\x18\n" +
+	"\x14OUTCOME_BREAKER_OPEN\x10\t\x12\x19\n" +
+	"\x15OUTCOME_SHUTTING_DOWN\x10\n" +
+	"*\xee\x01\n" +
+	"\aBodyEnd\x12\x18\n" +
+	"\x14BODY_END_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BODY_END_COMPLETE\x10\x01\x12\x18\n" +
+	"\x14BODY_END_NO_RESPONSE\x10\x02\x12\x1b\n" +
+	"\x17BODY_END_UPSTREAM_ERROR\x10\x03\x12\x19\n" +
+	"\x15BODY_END_IDLE_TIMEOUT\x10\x04\x12\x17\n" +
+	"\x13BODY_END_SIZE_LIMIT\x10\x05\x12\x14\n" +
+	"\x10BODY_END_TIMEOUT\x10\x06\x12\x15\n" +
+	"\x11BODY_END_CANCELED\x10\a\x12\x1a\n" +
+	"\x16BODY_END_SHUTTING_DOWN\x10\b2\x9c\x02\n" +
 	"\rBrokerService\x12J\n" +
 	"\aExecute\x12\x1e.retrybroker.v1.ExecuteRequest\x1a\x1f.retrybroker.v1.ExecuteResponse\x12e\n" +
-	"\x10ClassifyResponse\x12'.retrybroker.v1.ClassifyResponseRequest\x1a(.retrybroker.v1.ClassifyResponseResponseBEZCgithub.com/retrybroker/retrybroker/gen/retrybroker/v1;retrybrokerv1b\x06proto3"
+	"\x10ClassifyResponse\x12'.retrybroker.v1.ClassifyResponseRequest\x1a(.retrybroker.v1.ClassifyResponseResponse\x12X\n" +
+	"\rExecuteStream\x12\x1e.retrybroker.v1.ExecuteRequest\x1a%.retrybroker.v1.ExecuteStreamResponse0\x01BEZCgithub.com/retrybroker/retrybroker/gen/retrybroker/v1;retrybrokerv1b\x06proto3"
 
 var (
 	file_retrybroker_v1_broker_proto_rawDescOnce sync.Once
@@ -1360,62 +1846,77 @@ func file_retrybroker_v1_broker_proto_rawDescGZIP() []byte {
 	return file_retrybroker_v1_broker_proto_rawDescData
 }
 
-var file_retrybroker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_retrybroker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_retrybroker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_retrybroker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_retrybroker_v1_broker_proto_goTypes = []any{
 	(Action)(0),                      // 0: retrybroker.v1.Action
 	(Reason)(0),                      // 1: retrybroker.v1.Reason
 	(TransportError)(0),              // 2: retrybroker.v1.TransportError
 	(Outcome)(0),                     // 3: retrybroker.v1.Outcome
-	(*HttpHeader)(nil),               // 4: retrybroker.v1.HttpHeader
-	(*Decision)(nil),                 // 5: retrybroker.v1.Decision
-	(*ClassifyResponseRequest)(nil),  // 6: retrybroker.v1.ClassifyResponseRequest
-	(*ClassifyResponseResponse)(nil), // 7: retrybroker.v1.ClassifyResponseResponse
-	(*HttpRequest)(nil),              // 8: retrybroker.v1.HttpRequest
-	(*HttpResponse)(nil),             // 9: retrybroker.v1.HttpResponse
-	(*ExecuteOverrides)(nil),         // 10: retrybroker.v1.ExecuteOverrides
-	(*ExecuteRequest)(nil),           // 11: retrybroker.v1.ExecuteRequest
-	(*Attempt)(nil),                  // 12: retrybroker.v1.Attempt
-	(*ExecuteResponse)(nil),          // 13: retrybroker.v1.ExecuteResponse
-	(*durationpb.Duration)(nil),      // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(BodyEnd)(0),                     // 4: retrybroker.v1.BodyEnd
+	(*HttpHeader)(nil),               // 5: retrybroker.v1.HttpHeader
+	(*Decision)(nil),                 // 6: retrybroker.v1.Decision
+	(*ClassifyResponseRequest)(nil),  // 7: retrybroker.v1.ClassifyResponseRequest
+	(*ClassifyResponseResponse)(nil), // 8: retrybroker.v1.ClassifyResponseResponse
+	(*HttpRequest)(nil),              // 9: retrybroker.v1.HttpRequest
+	(*HttpResponse)(nil),             // 10: retrybroker.v1.HttpResponse
+	(*ExecuteOverrides)(nil),         // 11: retrybroker.v1.ExecuteOverrides
+	(*ExecuteRequest)(nil),           // 12: retrybroker.v1.ExecuteRequest
+	(*Attempt)(nil),                  // 13: retrybroker.v1.Attempt
+	(*ExecuteResponse)(nil),          // 14: retrybroker.v1.ExecuteResponse
+	(*ExecuteStreamResponse)(nil),    // 15: retrybroker.v1.ExecuteStreamResponse
+	(*StreamHead)(nil),               // 16: retrybroker.v1.StreamHead
+	(*StreamEnd)(nil),                // 17: retrybroker.v1.StreamEnd
+	(*durationpb.Duration)(nil),      // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
 }
 var file_retrybroker_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: retrybroker.v1.Decision.action:type_name -> retrybroker.v1.Action
-	14, // 1: retrybroker.v1.Decision.delay:type_name -> google.protobuf.Duration
-	14, // 2: retrybroker.v1.Decision.hint:type_name -> google.protobuf.Duration
+	18, // 1: retrybroker.v1.Decision.delay:type_name -> google.protobuf.Duration
+	18, // 2: retrybroker.v1.Decision.hint:type_name -> google.protobuf.Duration
 	1,  // 3: retrybroker.v1.Decision.reason:type_name -> retrybroker.v1.Reason
-	4,  // 4: retrybroker.v1.ClassifyResponseRequest.headers:type_name -> retrybroker.v1.HttpHeader
-	15, // 5: retrybroker.v1.ClassifyResponseRequest.now:type_name -> google.protobuf.Timestamp
+	5,  // 4: retrybroker.v1.ClassifyResponseRequest.headers:type_name -> retrybroker.v1.HttpHeader
+	19, // 5: retrybroker.v1.ClassifyResponseRequest.now:type_name -> google.protobuf.Timestamp
 	2,  // 6: retrybroker.v1.ClassifyResponseRequest.transport_error:type_name -> retrybroker.v1.TransportError
-	4,  // 7: retrybroker.v1.ClassifyResponseRequest.request_headers:type_name -> retrybroker.v1.HttpHeader
-	15, // 8: retrybroker.v1.ClassifyResponseRequest.deadline:type_name -> google.protobuf.Timestamp
-	5,  // 9: retrybroker.v1.ClassifyResponseResponse.decision:type_name -> retrybroker.v1.Decision
-	4,  // 10: retrybroker.v1.HttpRequest.headers:type_name -> retrybroker.v1.HttpHeader
-	4,  // 11: retrybroker.v1.HttpResponse.headers:type_name -> retrybroker.v1.HttpHeader
-	14, // 12: retrybroker.v1.ExecuteOverrides.max_delay:type_name -> google.protobuf.Duration
-	14, // 13: retrybroker.v1.ExecuteOverrides.total_timeout:type_name -> google.protobuf.Duration
-	14, // 14: retrybroker.v1.ExecuteOverrides.attempt_timeout:type_name -> google.protobuf.Duration
-	8,  // 15: retrybroker.v1.ExecuteRequest.request:type_name -> retrybroker.v1.HttpRequest
-	10, // 16: retrybroker.v1.ExecuteRequest.overrides:type_name -> retrybroker.v1.ExecuteOverrides
-	15, // 17: retrybroker.v1.Attempt.start_time:type_name -> google.protobuf.Timestamp
-	14, // 18: retrybroker.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	5,  // 7: retrybroker.v1.ClassifyResponseRequest.request_headers:type_name -> retrybroker.v1.HttpHeader
+	19, // 8: retrybroker.v1.ClassifyResponseRequest.deadline:type_name -> google.protobuf.Timestamp
+	6,  // 9: retrybroker.v1.ClassifyResponseResponse.decision:type_name -> retrybroker.v1.Decision
+	5,  // 10: retrybroker.v1.HttpRequest.headers:type_name -> retrybroker.v1.HttpHeader
+	5,  // 11: retrybroker.v1.HttpResponse.headers:type_name -> retrybroker.v1.HttpHeader
+	18, // 12: retrybroker.v1.ExecuteOverrides.max_delay:type_name -> google.protobuf.Duration
+	18, // 13: retrybroker.v1.ExecuteOverrides.total_timeout:type_name -> google.protobuf.Duration
+	18, // 14: retrybroker.v1.ExecuteOverrides.attempt_timeout:type_name -> google.protobuf.Duration
+	9,  // 15: retrybroker.v1.ExecuteRequest.request:type_name -> retrybroker.v1.HttpRequest
+	11, // 16: retrybroker.v1.ExecuteRequest.overrides:type_name -> retrybroker.v1.ExecuteOverrides
+	19, // 17: retrybroker.v1.Attempt.start_time:type_name -> google.protobuf.Timestamp
+	18, // 18: retrybroker.v1.Attempt.duration:type_name -> google.protobuf.Duration
 	2,  // 19: retrybroker.v1.Attempt.transport_error:type_name -> retrybroker.v1.TransportError
-	5,  // 20: retrybroker.v1.Attempt.decision:type_name -> retrybroker.v1.Decision
-	14, // 21: retrybroker.v1.Attempt.waited:type_name -> google.protobuf.Duration
-	9,  // 22: retrybroker.v1.ExecuteResponse.response:type_name -> retrybroker.v1.HttpResponse
-	12, // 23: retrybroker.v1.ExecuteResponse.attempts:type_name -> retrybroker.v1.Attempt
+	6,  // 20: retrybroker.v1.Attempt.decision:type_name -> retrybroker.v1.Decision
+	18, // 21: retrybroker.v1.Attempt.waited:type_name -> google.protobuf.Duration
+	10, // 22: retrybroker.v1.ExecuteResponse.response:type_name -> retrybroker.v1.HttpResponse
+	13, // 23: retrybroker.v1.ExecuteResponse.attempts:type_name -> retrybroker.v1.Attempt
 	3,  // 24: retrybroker.v1.ExecuteResponse.outcome:type_name -> retrybroker.v1.Outcome
-	14, // 25: retrybroker.v1.ExecuteResponse.retry_after:type_name -> google.protobuf.Duration
-	11, // 26: retrybroker.v1.BrokerService.Execute:input_type -> retrybroker.v1.ExecuteRequest
-	6,  // 27: retrybroker.v1.BrokerService.ClassifyResponse:input_type -> retrybroker.v1.ClassifyResponseRequest
-	13, // 28: retrybroker.v1.BrokerService.Execute:output_type -> retrybroker.v1.ExecuteResponse
-	7,  // 29: retrybroker.v1.BrokerService.ClassifyResponse:output_type -> retrybroker.v1.ClassifyResponseResponse
-	28, // [28:30] is the sub-list for method output_type
-	26, // [26:28] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	18, // 25: retrybroker.v1.ExecuteResponse.retry_after:type_name -> google.protobuf.Duration
+	16, // 26: retrybroker.v1.ExecuteStreamResponse.head:type_name -> retrybroker.v1.StreamHead
+	17, // 27: retrybroker.v1.ExecuteStreamResponse.end:type_name -> retrybroker.v1.StreamEnd
+	5,  // 28: retrybroker.v1.StreamHead.headers:type_name -> retrybroker.v1.HttpHeader
+	13, // 29: retrybroker.v1.StreamHead.attempts:type_name -> retrybroker.v1.Attempt
+	13, // 30: retrybroker.v1.StreamEnd.attempts:type_name -> retrybroker.v1.Attempt
+	3,  // 31: retrybroker.v1.StreamEnd.outcome:type_name -> retrybroker.v1.Outcome
+	18, // 32: retrybroker.v1.StreamEnd.retry_after:type_name -> google.protobuf.Duration
+	4,  // 33: retrybroker.v1.StreamEnd.body_end:type_name -> retrybroker.v1.BodyEnd
+	5,  // 34: retrybroker.v1.StreamEnd.trailers:type_name -> retrybroker.v1.HttpHeader
+	12, // 35: retrybroker.v1.BrokerService.Execute:input_type -> retrybroker.v1.ExecuteRequest
+	7,  // 36: retrybroker.v1.BrokerService.ClassifyResponse:input_type -> retrybroker.v1.ClassifyResponseRequest
+	12, // 37: retrybroker.v1.BrokerService.ExecuteStream:input_type -> retrybroker.v1.ExecuteRequest
+	14, // 38: retrybroker.v1.BrokerService.Execute:output_type -> retrybroker.v1.ExecuteResponse
+	8,  // 39: retrybroker.v1.BrokerService.ClassifyResponse:output_type -> retrybroker.v1.ClassifyResponseResponse
+	15, // 40: retrybroker.v1.BrokerService.ExecuteStream:output_type -> retrybroker.v1.ExecuteStreamResponse
+	38, // [38:41] is the sub-list for method output_type
+	35, // [35:38] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_retrybroker_v1_broker_proto_init() }
@@ -1424,13 +1925,18 @@ func file_retrybroker_v1_broker_proto_init() {
 		return
 	}
 	file_retrybroker_v1_broker_proto_msgTypes[6].OneofWrappers = []any{}
+	file_retrybroker_v1_broker_proto_msgTypes[10].OneofWrappers = []any{
+		(*ExecuteStreamResponse_Head)(nil),
+		(*ExecuteStreamResponse_Chunk)(nil),
+		(*ExecuteStreamResponse_End)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_retrybroker_v1_broker_proto_rawDesc), len(file_retrybroker_v1_broker_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   10,
+			NumEnums:      5,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	BrokerService_Execute_FullMethodName          = "/retrybroker.v1.BrokerService/Execute"
 	BrokerService_ClassifyResponse_FullMethodName = "/retrybroker.v1.BrokerService/ClassifyResponse"
+	BrokerService_ExecuteStream_FullMethodName    = "/retrybroker.v1.BrokerService/ExecuteStream"
 )
 
 // BrokerServiceClient is the client API for BrokerService service.
@@ -37,8 +38,12 @@ const (
 //   - UNAUTHENTICATED: a missing or unknown API key.
 //   - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
 //   - FAILED_PRECONDITION: an unknown policy name.
-//   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
-//     the details carry a google.rpc.RetryInfo with the delay.
+//   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+//     (the details carry a google.rpc.RetryInfo with the delay), a message
+//     is larger than the RPC may carry, or the tenant already has as many
+//     ExecuteStream calls open as its policy allows.
+//   - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+//     or the broker is shutting down before the call started.
 //
 // Upstream failures are not gRPC errors: Execute reports them in its response.
 type BrokerServiceClient interface {
@@ -48,6 +53,13 @@ type BrokerServiceClient interface {
 	// ClassifyResponse applies the retry rules to a response (or transport
 	// failure) that the caller got itself and returns the decision.
 	ClassifyResponse(ctx context.Context, in *ClassifyResponseRequest, opts ...grpc.CallOption) (*ClassifyResponseResponse, error)
+	// ExecuteStream sends an HTTP request exactly as Execute does, retrying
+	// until a response is final by the rules, then streams that response: one
+	// head, the body as chunks in order as the upstream delivers them, and
+	// always one end last. Nothing is retried once a body byte has been sent.
+	// A call that ends without a final response sends only end. Canceling the
+	// RPC cancels the upstream request.
+	ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error)
 }
 
 type brokerServiceClient struct {
@@ -78,6 +90,25 @@ func (c *brokerServiceClient) ClassifyResponse(ctx context.Context, in *Classify
 	return out, nil
 }
 
+func (c *brokerServiceClient) ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &BrokerService_ServiceDesc.Streams[0], BrokerService_ExecuteStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecuteRequest, ExecuteStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BrokerService_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamResponse]
+
 // BrokerServiceServer is the server API for BrokerService service.
 // All implementations must embed UnimplementedBrokerServiceServer
 // for forward compatibility.
@@ -92,8 +123,12 @@ func (c *brokerServiceClient) ClassifyResponse(ctx context.Context, in *Classify
 //   - UNAUTHENTICATED: a missing or unknown API key.
 //   - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
 //   - FAILED_PRECONDITION: an unknown policy name.
-//   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
-//     the details carry a google.rpc.RetryInfo with the delay.
+//   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+//     (the details carry a google.rpc.RetryInfo with the delay), a message
+//     is larger than the RPC may carry, or the tenant already has as many
+//     ExecuteStream calls open as its policy allows.
+//   - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+//     or the broker is shutting down before the call started.
 //
 // Upstream failures are not gRPC errors: Execute reports them in its response.
 type BrokerServiceServer interface {
@@ -103,6 +138,13 @@ type BrokerServiceServer interface {
 	// ClassifyResponse applies the retry rules to a response (or transport
 	// failure) that the caller got itself and returns the decision.
 	ClassifyResponse(context.Context, *ClassifyResponseRequest) (*ClassifyResponseResponse, error)
+	// ExecuteStream sends an HTTP request exactly as Execute does, retrying
+	// until a response is final by the rules, then streams that response: one
+	// head, the body as chunks in order as the upstream delivers them, and
+	// always one end last. Nothing is retried once a body byte has been sent.
+	// A call that ends without a final response sends only end. Canceling the
+	// RPC cancels the upstream request.
+	ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error
 	mustEmbedUnimplementedBrokerServiceServer()
 }
 
@@ -118,6 +160,9 @@ func (UnimplementedBrokerServiceServer) Execute(context.Context, *ExecuteRequest
 }
 func (UnimplementedBrokerServiceServer) ClassifyResponse(context.Context, *ClassifyResponseRequest) (*ClassifyResponseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClassifyResponse not implemented")
+}
+func (UnimplementedBrokerServiceServer) ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExecuteStream not implemented")
 }
 func (UnimplementedBrokerServiceServer) mustEmbedUnimplementedBrokerServiceServer() {}
 func (UnimplementedBrokerServiceServer) testEmbeddedByValue()                       {}
@@ -176,6 +221,17 @@ func _BrokerService_ClassifyResponse_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BrokerService_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecuteRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BrokerServiceServer).ExecuteStream(m, &grpc.GenericServerStream[ExecuteRequest, ExecuteStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BrokerService_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamResponse]
+
 // BrokerService_ServiceDesc is the grpc.ServiceDesc for BrokerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -192,6 +248,12 @@ var BrokerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _BrokerService_ClassifyResponse_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExecuteStream",
+			Handler:       _BrokerService_ExecuteStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "retrybroker/v1/broker.proto",
 }

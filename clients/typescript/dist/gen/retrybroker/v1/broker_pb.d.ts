@@ -78,6 +78,14 @@ export type Decision = Message<"retrybroker.v1.Decision"> & {
      * @generated from field: string provider = 6;
      */
     provider: string;
+    /**
+     * rule names the provider catalog rule that decided, for example
+     * "openai/insufficient_quota"; empty when the header readers and the
+     * standard rules decided.
+     *
+     * @generated from field: string rule = 7;
+     */
+    rule: string;
 };
 /**
  * Describes the message retrybroker.v1.Decision.
@@ -272,6 +280,14 @@ export type HttpResponse = Message<"retrybroker.v1.HttpResponse"> & {
      * @generated from field: bool body_truncated = 4;
      */
     bodyTruncated: boolean;
+    /**
+     * body_incomplete is true when the upstream body ended early (reset,
+     * short Content-Length, timeout while reading): body holds what arrived.
+     * Such a response is never reported with OUTCOME_SUCCESS.
+     *
+     * @generated from field: bool body_incomplete = 5;
+     */
+    bodyIncomplete: boolean;
 };
 /**
  * Describes the message retrybroker.v1.HttpResponse.
@@ -414,6 +430,13 @@ export type Attempt = Message<"retrybroker.v1.Attempt"> & {
      * @generated from field: google.protobuf.Duration waited = 8;
      */
     waited?: Duration | undefined;
+    /**
+     * probe is true when the attempt went out as the single unproven call of
+     * a learning cooldown gate or of a half-open failure breaker.
+     *
+     * @generated from field: bool probe = 9;
+     */
+    probe: boolean;
 };
 /**
  * Describes the message retrybroker.v1.Attempt.
@@ -464,6 +487,159 @@ export type ExecuteResponse = Message<"retrybroker.v1.ExecuteResponse"> & {
  * Use `create(ExecuteResponseSchema)` to create a new message.
  */
 export declare const ExecuteResponseSchema: GenMessage<ExecuteResponse>;
+/**
+ * ExecuteStreamResponse is one message of an ExecuteStream call: exactly one
+ * head (when a response is final by the rules), then zero or more chunks,
+ * then exactly one end, always last.
+ *
+ * @generated from message retrybroker.v1.ExecuteStreamResponse
+ */
+export type ExecuteStreamResponse = Message<"retrybroker.v1.ExecuteStreamResponse"> & {
+    /**
+     * event is the message's kind.
+     *
+     * @generated from oneof retrybroker.v1.ExecuteStreamResponse.event
+     */
+    event: {
+        /**
+         * head carries the final response's status and headers, and the
+         * attempts so far (the last one is the attempt being streamed).
+         *
+         * @generated from field: retrybroker.v1.StreamHead head = 1;
+         */
+        value: StreamHead;
+        case: "head";
+    } | {
+        /**
+         * chunk holds the next body bytes, in order, as the upstream sent them.
+         *
+         * @generated from field: bytes chunk = 2;
+         */
+        value: Uint8Array;
+        case: "chunk";
+    } | {
+        /**
+         * end closes the stream: how the call ended and whether the body is
+         * complete.
+         *
+         * @generated from field: retrybroker.v1.StreamEnd end = 3;
+         */
+        value: StreamEnd;
+        case: "end";
+    } | {
+        case: undefined;
+        value?: undefined;
+    };
+};
+/**
+ * Describes the message retrybroker.v1.ExecuteStreamResponse.
+ * Use `create(ExecuteStreamResponseSchema)` to create a new message.
+ */
+export declare const ExecuteStreamResponseSchema: GenMessage<ExecuteStreamResponse>;
+/**
+ * StreamHead is the status and headers of the response being streamed.
+ *
+ * @generated from message retrybroker.v1.StreamHead
+ */
+export type StreamHead = Message<"retrybroker.v1.StreamHead"> & {
+    /**
+     * status_code is the HTTP status.
+     *
+     * @generated from field: int32 status_code = 1;
+     */
+    statusCode: number;
+    /**
+     * headers are the response headers (as in HttpResponse.headers).
+     *
+     * @generated from field: repeated retrybroker.v1.HttpHeader headers = 2;
+     */
+    headers: HttpHeader[];
+    /**
+     * attempts records every attempt so far, in order.
+     *
+     * @generated from field: repeated retrybroker.v1.Attempt attempts = 3;
+     */
+    attempts: Attempt[];
+    /**
+     * provider is the hint reader that was used.
+     *
+     * @generated from field: string provider = 4;
+     */
+    provider: string;
+};
+/**
+ * Describes the message retrybroker.v1.StreamHead.
+ * Use `create(StreamHeadSchema)` to create a new message.
+ */
+export declare const StreamHeadSchema: GenMessage<StreamHead>;
+/**
+ * StreamEnd is the last message of an ExecuteStream call.
+ *
+ * @generated from message retrybroker.v1.StreamEnd
+ */
+export type StreamEnd = Message<"retrybroker.v1.StreamEnd"> & {
+    /**
+     * attempts records every attempt, in order.
+     *
+     * @generated from field: repeated retrybroker.v1.Attempt attempts = 1;
+     */
+    attempts: Attempt[];
+    /**
+     * outcome says how the call ended (as ExecuteResponse.outcome). A body
+     * that did not complete never ends with OUTCOME_SUCCESS.
+     *
+     * @generated from field: retrybroker.v1.Outcome outcome = 2;
+     */
+    outcome: Outcome;
+    /**
+     * retry_after is when the caller may try again, when the broker gave up
+     * early on a hint, a deadline, a closed gate or an open breaker.
+     *
+     * @generated from field: google.protobuf.Duration retry_after = 3;
+     */
+    retryAfter?: Duration | undefined;
+    /**
+     * body_complete is true only when the whole upstream body was streamed.
+     *
+     * @generated from field: bool body_complete = 4;
+     */
+    bodyComplete: boolean;
+    /**
+     * body_end says how the body ended.
+     *
+     * @generated from field: retrybroker.v1.BodyEnd body_end = 5;
+     */
+    bodyEnd: BodyEnd;
+    /**
+     * error_message describes why the body did not complete (URLs redacted).
+     *
+     * @generated from field: string error_message = 6;
+     */
+    errorMessage: string;
+    /**
+     * trailers are the upstream's HTTP trailers, if any.
+     *
+     * @generated from field: repeated retrybroker.v1.HttpHeader trailers = 7;
+     */
+    trailers: HttpHeader[];
+    /**
+     * body_bytes is the number of body bytes streamed.
+     *
+     * @generated from field: uint64 body_bytes = 8;
+     */
+    bodyBytes: bigint;
+    /**
+     * provider is the hint reader that was used.
+     *
+     * @generated from field: string provider = 9;
+     */
+    provider: string;
+};
+/**
+ * Describes the message retrybroker.v1.StreamEnd.
+ * Use `create(StreamEndSchema)` to create a new message.
+ */
+export declare const StreamEndSchema: GenMessage<StreamEnd>;
 /**
  * Action is what the caller should do with the request next.
  *
@@ -598,7 +774,22 @@ export declare enum Reason {
      *
      * @generated from enum value: REASON_CANCELED = 14;
      */
-    CANCELED = 14
+    CANCELED = 14,
+    /**
+     * REASON_BREAKER_OPEN: the failure breaker of this tenant and destination
+     * is open after repeated failures without a hint; Decision.delay (retry)
+     * or Decision.hint (do not retry) says when it lets a probe through.
+     *
+     * @generated from enum value: REASON_BREAKER_OPEN = 15;
+     */
+    BREAKER_OPEN = 15,
+    /**
+     * REASON_SHUTTING_DOWN: do not retry; the broker is shutting down.
+     * Decision.hint, when set, says when the retry was due.
+     *
+     * @generated from enum value: REASON_SHUTTING_DOWN = 16;
+     */
+    SHUTTING_DOWN = 16
 }
 /**
  * Describes the enum retrybroker.v1.Reason.
@@ -682,7 +873,15 @@ export declare enum TransportError {
      *
      * @generated from enum value: TRANSPORT_ERROR_OTHER = 11;
      */
-    OTHER = 11
+    OTHER = 11,
+    /**
+     * TRANSPORT_ERROR_BODY_INCOMPLETE: the response headers arrived but the
+     * body ended early (connection reset, fewer bytes than Content-Length, a
+     * timeout while reading it). Retryable. The attempt keeps its status_code.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_BODY_INCOMPLETE = 12;
+     */
+    BODY_INCOMPLETE = 12
 }
 /**
  * Describes the enum retrybroker.v1.TransportError.
@@ -753,12 +952,96 @@ export declare enum Outcome {
      *
      * @generated from enum value: OUTCOME_CANCELED = 8;
      */
-    CANCELED = 8
+    CANCELED = 8,
+    /**
+     * OUTCOME_BREAKER_OPEN: the failure breaker for the destination was open
+     * for longer than the call could wait; no request was sent for the
+     * blocked attempt. retry_after says when it lets a probe through.
+     *
+     * @generated from enum value: OUTCOME_BREAKER_OPEN = 9;
+     */
+    BREAKER_OPEN = 9,
+    /**
+     * OUTCOME_SHUTTING_DOWN: the broker stopped while the call was waiting;
+     * attempts lists what was sent and retry_after, when set, says when the
+     * next attempt was due, so the caller can reschedule.
+     *
+     * @generated from enum value: OUTCOME_SHUTTING_DOWN = 10;
+     */
+    SHUTTING_DOWN = 10
 }
 /**
  * Describes the enum retrybroker.v1.Outcome.
  */
 export declare const OutcomeSchema: GenEnum<Outcome>;
+/**
+ * BodyEnd says how a streamed body ended.
+ *
+ * @generated from enum retrybroker.v1.BodyEnd
+ */
+export declare enum BodyEnd {
+    /**
+     * BODY_END_UNSPECIFIED is never returned.
+     *
+     * @generated from enum value: BODY_END_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * BODY_END_COMPLETE: the upstream sent the whole body.
+     *
+     * @generated from enum value: BODY_END_COMPLETE = 1;
+     */
+    COMPLETE = 1,
+    /**
+     * BODY_END_NO_RESPONSE: the call ended without a final response (only
+     * end was sent).
+     *
+     * @generated from enum value: BODY_END_NO_RESPONSE = 2;
+     */
+    NO_RESPONSE = 2,
+    /**
+     * BODY_END_UPSTREAM_ERROR: the upstream body broke off (reset, short
+     * Content-Length, protocol error).
+     *
+     * @generated from enum value: BODY_END_UPSTREAM_ERROR = 3;
+     */
+    UPSTREAM_ERROR = 3,
+    /**
+     * BODY_END_IDLE_TIMEOUT: no body bytes arrived for the policy's
+     * stream idle timeout.
+     *
+     * @generated from enum value: BODY_END_IDLE_TIMEOUT = 4;
+     */
+    IDLE_TIMEOUT = 4,
+    /**
+     * BODY_END_SIZE_LIMIT: the body reached the policy's stream byte cap.
+     *
+     * @generated from enum value: BODY_END_SIZE_LIMIT = 5;
+     */
+    SIZE_LIMIT = 5,
+    /**
+     * BODY_END_TIMEOUT: the policy's stream duration limit ended the body.
+     *
+     * @generated from enum value: BODY_END_TIMEOUT = 6;
+     */
+    TIMEOUT = 6,
+    /**
+     * BODY_END_CANCELED: the caller canceled the call.
+     *
+     * @generated from enum value: BODY_END_CANCELED = 7;
+     */
+    CANCELED = 7,
+    /**
+     * BODY_END_SHUTTING_DOWN: the broker stopped while streaming.
+     *
+     * @generated from enum value: BODY_END_SHUTTING_DOWN = 8;
+     */
+    SHUTTING_DOWN = 8
+}
+/**
+ * Describes the enum retrybroker.v1.BodyEnd.
+ */
+export declare const BodyEndSchema: GenEnum<BodyEnd>;
 /**
  * BrokerService performs outbound HTTP calls on a caller's behalf, retrying
  * them by the caller's tenant policy and the provider's rate-limit hints, and
@@ -770,8 +1053,12 @@ export declare const OutcomeSchema: GenEnum<Outcome>;
  *   - UNAUTHENTICATED: a missing or unknown API key.
  *   - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
  *   - FAILED_PRECONDITION: an unknown policy name.
- *   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
- *     the details carry a google.rpc.RetryInfo with the delay.
+ *   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+ *     (the details carry a google.rpc.RetryInfo with the delay), a message
+ *     is larger than the RPC may carry, or the tenant already has as many
+ *     ExecuteStream calls open as its policy allows.
+ *   - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+ *     or the broker is shutting down before the call started.
  *
  * Upstream failures are not gRPC errors: Execute reports them in its response.
  *
@@ -799,6 +1086,21 @@ export declare const BrokerService: GenService<{
         methodKind: "unary";
         input: typeof ClassifyResponseRequestSchema;
         output: typeof ClassifyResponseResponseSchema;
+    };
+    /**
+     * ExecuteStream sends an HTTP request exactly as Execute does, retrying
+     * until a response is final by the rules, then streams that response: one
+     * head, the body as chunks in order as the upstream delivers them, and
+     * always one end last. Nothing is retried once a body byte has been sent.
+     * A call that ends without a final response sends only end. Canceling the
+     * RPC cancels the upstream request.
+     *
+     * @generated from rpc retrybroker.v1.BrokerService.ExecuteStream
+     */
+    executeStream: {
+        methodKind: "server_streaming";
+        input: typeof ExecuteRequestSchema;
+        output: typeof ExecuteStreamResponseSchema;
     };
 }>;
 //# sourceMappingURL=broker_pb.d.ts.map

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file retrybroker/v1/broker.proto.
  */
 export const file_retrybroker_v1_broker: GenFile = /*@__PURE__*/
-  fileDesc("ChtyZXRyeWJyb2tlci92MS9icm9rZXIucHJvdG8SDnJldHJ5YnJva2VyLnYxIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLUAQoIRGVjaXNpb24SJgoGYWN0aW9uGAEgASgOMhYucmV0cnlicm9rZXIudjEuQWN0aW9uEigKBWRlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC2hpbnRfc291cmNlGAMgASgJEicKBGhpbnQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoGcmVhc29uGAUgASgOMhYucmV0cnlicm9rZXIudjEuUmVhc29uEhAKCHByb3ZpZGVyGAYgASgJIv4CChdDbGFzc2lmeVJlc3BvbnNlUmVxdWVzdBIOCgZwb2xpY3kYASABKAkSEAoIcHJvdmlkZXIYAiABKAkSDgoGbWV0aG9kGAMgASgJEhMKC3N0YXR1c19jb2RlGAQgASgFEisKB2hlYWRlcnMYBSADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEg8KB2F0dGVtcHQYBiABKA0SJwoDbm93GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRib2R5GAggASgMEjcKD3RyYW5zcG9ydF9lcnJvchgJIAEoDjIeLnJldHJ5YnJva2VyLnYxLlRyYW5zcG9ydEVycm9yEjMKD3JlcXVlc3RfaGVhZGVycxgKIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISCwoDdXJsGAsgASgJEiwKCGRlYWRsaW5lGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJGChhDbGFzc2lmeVJlc3BvbnNlUmVzcG9uc2USKgoIZGVjaXNpb24YASABKAsyGC5yZXRyeWJyb2tlci52MS5EZWNpc2lvbiJlCgtIdHRwUmVxdWVzdBIOCgZtZXRob2QYASABKAkSCwoDdXJsGAIgASgJEisKB2hlYWRlcnMYAyADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEgwKBGJvZHkYBCABKAwidgoMSHR0cFJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEgwKBGJvZHkYAyABKAwSFgoOYm9keV90cnVuY2F0ZWQYBCABKAgihgIKEEV4ZWN1dGVPdmVycmlkZXMSGAoLbWF4X3JldHJpZXMYASABKA1IAIgBARIsCgltYXhfZGVsYXkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoNdG90YWxfdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIyCg9hdHRlbXB0X3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHgoRbWF4X3Jlc3BvbnNlX2JvZHkYBSABKARIAYgBAUIOCgxfbWF4X3JldHJpZXNCFAoSX21heF9yZXNwb25zZV9ib2R5IpUBCg5FeGVjdXRlUmVxdWVzdBIsCgdyZXF1ZXN0GAEgASgLMhsucmV0cnlicm9rZXIudjEuSHR0cFJlcXVlc3QSDgoGcG9saWN5GAIgASgJEhAKCHByb3ZpZGVyGAMgASgJEjMKCW92ZXJyaWRlcxgEIAEoCzIgLnJldHJ5YnJva2VyLnYxLkV4ZWN1dGVPdmVycmlkZXMisgIKB0F0dGVtcHQSDgoGbnVtYmVyGAEgASgNEi4KCnN0YXJ0X3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKCGR1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC3N0YXR1c19jb2RlGAQgASgFEjcKD3RyYW5zcG9ydF9lcnJvchgFIAEoDjIeLnJldHJ5YnJva2VyLnYxLlRyYW5zcG9ydEVycm9yEhUKDWVycm9yX21lc3NhZ2UYBiABKAkSKgoIZGVjaXNpb24YByABKAsyGC5yZXRyeWJyb2tlci52MS5EZWNpc2lvbhIpCgZ3YWl0ZWQYCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2AEKD0V4ZWN1dGVSZXNwb25zZRIuCghyZXNwb25zZRgBIAEoCzIcLnJldHJ5YnJva2VyLnYxLkh0dHBSZXNwb25zZRIpCghhdHRlbXB0cxgCIAMoCzIXLnJldHJ5YnJva2VyLnYxLkF0dGVtcHQSKAoHb3V0Y29tZRgDIAEoDjIXLnJldHJ5YnJva2VyLnYxLk91dGNvbWUSLgoLcmV0cnlfYWZ0ZXIYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIcHJvdmlkZXIYBSABKAkqSwoGQWN0aW9uEhYKEkFDVElPTl9VTlNQRUNJRklFRBAAEhAKDEFDVElPTl9SRVRSWRABEhcKE0FDVElPTl9ET19OT1RfUkVUUlkQAiq+AwoGUmVhc29uEhYKElJFQVNPTl9VTlNQRUNJRklFRBAAEhYKElJFQVNPTl9TRVJWRVJfSElOVBABEhIKDlJFQVNPTl9CQUNLT0ZGEAISEgoOUkVBU09OX1NVQ0NFU1MQAxIfChtSRUFTT05fU1RBVFVTX05PVF9SRVRSWUFCTEUQBBIYChRSRUFTT05fVU5TQUZFX01FVEhPRBAFEh0KGVJFQVNPTl9BVFRFTVBUU19FWEhBVVNURUQQBhIhCh1SRUFTT05fSElOVF9FWENFRURTX01BWF9ERUxBWRAHEh0KGVJFQVNPTl9ERUFETElORV9UT09fU0hPUlQQCBIoCiRSRUFTT05fVFJBTlNQT1JUX0VSUk9SX05PVF9SRVRSWUFCTEUQCRIjCh9SRUFTT05fVFJBTlNQT1JUX1JFVFJZX0RJU0FCTEVEEAoSIQodUkVBU09OX1BST1ZJREVSX0ZPUkJJRFNfUkVUUlkQCxIhCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBAMEhYKElJFQVNPTl9HQVRFX0NMT1NFRBANEhMKD1JFQVNPTl9DQU5DRUxFRBAOKqMDCg5UcmFuc3BvcnRFcnJvchIfChtUUkFOU1BPUlRfRVJST1JfVU5TUEVDSUZJRUQQABImCiJUUkFOU1BPUlRfRVJST1JfQ09OTkVDVElPTl9SRUZVU0VEEAESJAogVFJBTlNQT1JUX0VSUk9SX0NPTk5FQ1RJT05fUkVTRVQQAhIXChNUUkFOU1BPUlRfRVJST1JfRU9GEAMSGwoXVFJBTlNQT1JUX0VSUk9SX1RJTUVPVVQQBBIhCh1UUkFOU1BPUlRfRVJST1JfRE5TX1RFTVBPUkFSWRAFEiEKHVRSQU5TUE9SVF9FUlJPUl9ETlNfTk9UX0ZPVU5EEAYSIwofVFJBTlNQT1JUX0VSUk9SX1RMU19DRVJUSUZJQ0FURRAHEhwKGFRSQU5TUE9SVF9FUlJPUl9DQU5DRUxFRBAIEh8KG1RSQU5TUE9SVF9FUlJPUl9JTlZBTElEX1VSTBAJEicKI1RSQU5TUE9SVF9FUlJPUl9ERVNUSU5BVElPTl9SRUZVU0VEEAoSGQoVVFJBTlNQT1JUX0VSUk9SX09USEVSEAsqiQIKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfU1VDQ0VTUxABEhkKFU9VVENPTUVfTk9UX1JFVFJZQUJMRRACEh4KGk9VVENPTUVfQVRURU1QVFNfRVhIQVVTVEVEEAMSIgoeT1VUQ09NRV9ISU5UX0VYQ0VFRFNfTUFYX0RFTEFZEAQSHgoaT1VUQ09NRV9ERUFETElORV9UT09fU0hPUlQQBRIiCh5PVVRDT01FX1JFVFJZX0JVREdFVF9FWEhBVVNURUQQBhIXChNPVVRDT01FX0dBVEVfQ0xPU0VEEAcSFAoQT1VUQ09NRV9DQU5DRUxFRBAIMsIBCg1Ccm9rZXJTZXJ2aWNlEkoKB0V4ZWN1dGUSHi5yZXRyeWJyb2tlci52MS5FeGVjdXRlUmVxdWVzdBofLnJldHJ5YnJva2VyLnYxLkV4ZWN1dGVSZXNwb25zZRJlChBDbGFzc2lmeVJlc3BvbnNlEicucmV0cnlicm9rZXIudjEuQ2xhc3NpZnlSZXNwb25zZVJlcXVlc3QaKC5yZXRyeWJyb2tlci52MS5DbGFzc2lmeVJlc3BvbnNlUmVzcG9uc2VCRVpDZ2l0aHViLmNvbS9yZXRyeWJyb2tlci9yZXRyeWJyb2tlci9nZW4vcmV0cnlicm9rZXIvdjE7cmV0cnlicm9rZXJ2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChtyZXRyeWJyb2tlci92MS9icm9rZXIucHJvdG8SDnJldHJ5YnJva2VyLnYxIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLiAQoIRGVjaXNpb24SJgoGYWN0aW9uGAEgASgOMhYucmV0cnlicm9rZXIudjEuQWN0aW9uEigKBWRlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC2hpbnRfc291cmNlGAMgASgJEicKBGhpbnQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoGcmVhc29uGAUgASgOMhYucmV0cnlicm9rZXIudjEuUmVhc29uEhAKCHByb3ZpZGVyGAYgASgJEgwKBHJ1bGUYByABKAki/gIKF0NsYXNzaWZ5UmVzcG9uc2VSZXF1ZXN0Eg4KBnBvbGljeRgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIOCgZtZXRob2QYAyABKAkSEwoLc3RhdHVzX2NvZGUYBCABKAUSKwoHaGVhZGVycxgFIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISDwoHYXR0ZW1wdBgGIAEoDRInCgNub3cYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGJvZHkYCCABKAwSNwoPdHJhbnNwb3J0X2Vycm9yGAkgASgOMh4ucmV0cnlicm9rZXIudjEuVHJhbnNwb3J0RXJyb3ISMwoPcmVxdWVzdF9oZWFkZXJzGAogAygLMhoucmV0cnlicm9rZXIudjEuSHR0cEhlYWRlchILCgN1cmwYCyABKAkSLAoIZGVhZGxpbmUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKGENsYXNzaWZ5UmVzcG9uc2VSZXNwb25zZRIqCghkZWNpc2lvbhgBIAEoCzIYLnJldHJ5YnJva2VyLnYxLkRlY2lzaW9uImUKC0h0dHBSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRILCgN1cmwYAiABKAkSKwoHaGVhZGVycxgDIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISDAoEYm9keRgEIAEoDCKPAQoMSHR0cFJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEgwKBGJvZHkYAyABKAwSFgoOYm9keV90cnVuY2F0ZWQYBCABKAgSFwoPYm9keV9pbmNvbXBsZXRlGAUgASgIIoYCChBFeGVjdXRlT3ZlcnJpZGVzEhgKC21heF9yZXRyaWVzGAEgASgNSACIAQESLAoJbWF4X2RlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDXRvdGFsX3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMgoPYXR0ZW1wdF90aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh4KEW1heF9yZXNwb25zZV9ib2R5GAUgASgESAGIAQFCDgoMX21heF9yZXRyaWVzQhQKEl9tYXhfcmVzcG9uc2VfYm9keSKVAQoORXhlY3V0ZVJlcXVlc3QSLAoHcmVxdWVzdBgBIAEoCzIbLnJldHJ5YnJva2VyLnYxLkh0dHBSZXF1ZXN0Eg4KBnBvbGljeRgCIAEoCRIQCghwcm92aWRlchgDIAEoCRIzCglvdmVycmlkZXMYBCABKAsyIC5yZXRyeWJyb2tlci52MS5FeGVjdXRlT3ZlcnJpZGVzIsECCgdBdHRlbXB0Eg4KBm51bWJlchgBIAEoDRIuCgpzdGFydF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghkdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgtzdGF0dXNfY29kZRgEIAEoBRI3Cg90cmFuc3BvcnRfZXJyb3IYBSABKA4yHi5yZXRyeWJyb2tlci52MS5UcmFuc3BvcnRFcnJvchIVCg1lcnJvcl9tZXNzYWdlGAYgASgJEioKCGRlY2lzaW9uGAcgASgLMhgucmV0cnlicm9rZXIudjEuRGVjaXNpb24SKQoGd2FpdGVkGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBXByb2JlGAkgASgIItgBCg9FeGVjdXRlUmVzcG9uc2USLgoIcmVzcG9uc2UYASABKAsyHC5yZXRyeWJyb2tlci52MS5IdHRwUmVzcG9uc2USKQoIYXR0ZW1wdHMYAiADKAsyFy5yZXRyeWJyb2tlci52MS5BdHRlbXB0EigKB291dGNvbWUYAyABKA4yFy5yZXRyeWJyb2tlci52MS5PdXRjb21lEi4KC3JldHJ5X2FmdGVyGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHByb3ZpZGVyGAUgASgJIocBChVFeGVjdXRlU3RyZWFtUmVzcG9uc2USKgoEaGVhZBgBIAEoCzIaLnJldHJ5YnJva2VyLnYxLlN0cmVhbUhlYWRIABIPCgVjaHVuaxgCIAEoDEgAEigKA2VuZBgDIAEoCzIZLnJldHJ5YnJva2VyLnYxLlN0cmVhbUVuZEgAQgcKBWV2ZW50IosBCgpTdHJlYW1IZWFkEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEikKCGF0dGVtcHRzGAMgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIQCghwcm92aWRlchgEIAEoCSK9AgoJU3RyZWFtRW5kEikKCGF0dGVtcHRzGAEgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIoCgdvdXRjb21lGAIgASgOMhcucmV0cnlicm9rZXIudjEuT3V0Y29tZRIuCgtyZXRyeV9hZnRlchgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1ib2R5X2NvbXBsZXRlGAQgASgIEikKCGJvZHlfZW5kGAUgASgOMhcucmV0cnlicm9rZXIudjEuQm9keUVuZBIVCg1lcnJvcl9tZXNzYWdlGAYgASgJEiwKCHRyYWlsZXJzGAcgAygLMhoucmV0cnlicm9rZXIudjEuSHR0cEhlYWRlchISCgpib2R5X2J5dGVzGAggASgEEhAKCHByb3ZpZGVyGAkgASgJKksKBkFjdGlvbhIWChJBQ1RJT05fVU5TUEVDSUZJRUQQABIQCgxBQ1RJT05fUkVUUlkQARIXChNBQ1RJT05fRE9fTk9UX1JFVFJZEAIq8QMKBlJlYXNvbhIWChJSRUFTT05fVU5TUEVDSUZJRUQQABIWChJSRUFTT05fU0VSVkVSX0hJTlQQARISCg5SRUFTT05fQkFDS09GRhACEhIKDlJFQVNPTl9TVUNDRVNTEAMSHwobUkVBU09OX1NUQVRVU19OT1RfUkVUUllBQkxFEAQSGAoUUkVBU09OX1VOU0FGRV9NRVRIT0QQBRIdChlSRUFTT05fQVRURU1QVFNfRVhIQVVTVEVEEAYSIQodUkVBU09OX0hJTlRfRVhDRUVEU19NQVhfREVMQVkQBxIdChlSRUFTT05fREVBRExJTkVfVE9PX1NIT1JUEAgSKAokUkVBU09OX1RSQU5TUE9SVF9FUlJPUl9OT1RfUkVUUllBQkxFEAkSIwofUkVBU09OX1RSQU5TUE9SVF9SRVRSWV9ESVNBQkxFRBAKEiEKHVJFQVNPTl9QUk9WSURFUl9GT1JCSURTX1JFVFJZEAsSIQodUkVBU09OX1JFVFJZX0JVREdFVF9FWEhBVVNURUQQDBIWChJSRUFTT05fR0FURV9DTE9TRUQQDRITCg9SRUFTT05fQ0FOQ0VMRUQQDhIXChNSRUFTT05fQlJFQUtFUl9PUEVOEA8SGAoUUkVBU09OX1NIVVRUSU5HX0RPV04QECrIAwoOVHJhbnNwb3J0RXJyb3ISHwobVFJBTlNQT1JUX0VSUk9SX1VOU1BFQ0lGSUVEEAASJgoiVFJBTlNQT1JUX0VSUk9SX0NPTk5FQ1RJT05fUkVGVVNFRBABEiQKIFRSQU5TUE9SVF9FUlJPUl9DT05ORUNUSU9OX1JFU0VUEAISFwoTVFJBTlNQT1JUX0VSUk9SX0VPRhADEhsKF1RSQU5TUE9SVF9FUlJPUl9USU1FT1VUEAQSIQodVFJBTlNQT1JUX0VSUk9SX0ROU19URU1QT1JBUlkQBRIhCh1UUkFOU1BPUlRfRVJST1JfRE5TX05PVF9GT1VORBAGEiMKH1RSQU5TUE9SVF9FUlJPUl9UTFNfQ0VSVElGSUNBVEUQBxIcChhUUkFOU1BPUlRfRVJST1JfQ0FOQ0VMRUQQCBIfChtUUkFOU1BPUlRfRVJST1JfSU5WQUxJRF9VUkwQCRInCiNUUkFOU1BPUlRfRVJST1JfREVTVElOQVRJT05fUkVGVVNFRBAKEhkKFVRSQU5TUE9SVF9FUlJPUl9PVEhFUhALEiMKH1RSQU5TUE9SVF9FUlJPUl9CT0RZX0lOQ09NUExFVEUQDCq+AgoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9TVUNDRVNTEAESGQoVT1VUQ09NRV9OT1RfUkVUUllBQkxFEAISHgoaT1VUQ09NRV9BVFRFTVBUU19FWEhBVVNURUQQAxIiCh5PVVRDT01FX0hJTlRfRVhDRUVEU19NQVhfREVMQVkQBBIeChpPVVRDT01FX0RFQURMSU5FX1RPT19TSE9SVBAFEiIKHk9VVENPTUVfUkVUUllfQlVER0VUX0VYSEFVU1RFRBAGEhcKE09VVENPTUVfR0FURV9DTE9TRUQQBxIUChBPVVRDT01FX0NBTkNFTEVEEAgSGAoUT1VUQ09NRV9CUkVBS0VSX09QRU4QCRIZChVPVVRDT01FX1NIVVRUSU5HX0RPV04QCiruAQoHQm9keUVuZBIYChRCT0RZX0VORF9VTlNQRUNJRklFRBAAEhUKEUJPRFlfRU5EX0NPTVBMRVRFEAESGAoUQk9EWV9FTkRfTk9fUkVTUE9OU0UQAhIbChdCT0RZX0VORF9VUFNUUkVBTV9FUlJPUhADEhkKFUJPRFlfRU5EX0lETEVfVElNRU9VVBAEEhcKE0JPRFlfRU5EX1NJWkVfTElNSVQQBRIUChBCT0RZX0VORF9USU1FT1VUEAYSFQoRQk9EWV9FTkRfQ0FOQ0VMRUQQBxIaChZCT0RZX0VORF9TSFVUVElOR19ET1dOEAgynAIKDUJyb2tlclNlcnZpY2USSgoHRXhlY3V0ZRIeLnJldHJ5YnJva2VyLnYxLkV4ZWN1dGVSZXF1ZXN0Gh8ucmV0cnlicm9rZXIudjEuRXhlY3V0ZVJlc3BvbnNlEmUKEENsYXNzaWZ5UmVzcG9uc2USJy5yZXRyeWJyb2tlci52MS5DbGFzc2lmeVJlc3BvbnNlUmVxdWVzdBooLnJldHJ5YnJva2VyLnYxLkNsYXNzaWZ5UmVzcG9uc2VSZXNwb25zZRJYCg1FeGVjdXRlU3RyZWFtEh4ucmV0cnlicm9rZXIudjEuRXhlY3V0ZVJlcXVlc3QaJS5yZXRyeWJyb2tlci52MS5FeGVjdXRlU3RyZWFtUmVzcG9uc2UwAUJFWkNnaXRodWIuY29tL3JldHJ5YnJva2VyL3JldHJ5YnJva2VyL2dlbi9yZXRyeWJyb2tlci92MTtyZXRyeWJyb2tlcnYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * HttpHeader is one header line. Lists of headers keep their order and their
@@ -96,6 +96,15 @@ export type Decision = Message<"retrybroker.v1.Decision"> & {
    * @generated from field: string provider = 6;
    */
   provider: string;
+
+  /**
+   * rule names the provider catalog rule that decided, for example
+   * "openai/insufficient_quota"; empty when the header readers and the
+   * standard rules decided.
+   *
+   * @generated from field: string rule = 7;
+   */
+  rule: string;
 };
 
 /**
@@ -319,6 +328,15 @@ export type HttpResponse = Message<"retrybroker.v1.HttpResponse"> & {
    * @generated from field: bool body_truncated = 4;
    */
   bodyTruncated: boolean;
+
+  /**
+   * body_incomplete is true when the upstream body ended early (reset,
+   * short Content-Length, timeout while reading): body holds what arrived.
+   * Such a response is never reported with OUTCOME_SUCCESS.
+   *
+   * @generated from field: bool body_incomplete = 5;
+   */
+  bodyIncomplete: boolean;
 };
 
 /**
@@ -484,6 +502,14 @@ export type Attempt = Message<"retrybroker.v1.Attempt"> & {
    * @generated from field: google.protobuf.Duration waited = 8;
    */
   waited?: Duration | undefined;
+
+  /**
+   * probe is true when the attempt went out as the single unproven call of
+   * a learning cooldown gate or of a half-open failure breaker.
+   *
+   * @generated from field: bool probe = 9;
+   */
+  probe: boolean;
 };
 
 /**
@@ -543,6 +569,176 @@ export type ExecuteResponse = Message<"retrybroker.v1.ExecuteResponse"> & {
  */
 export const ExecuteResponseSchema: GenMessage<ExecuteResponse> = /*@__PURE__*/
   messageDesc(file_retrybroker_v1_broker, 9);
+
+/**
+ * ExecuteStreamResponse is one message of an ExecuteStream call: exactly one
+ * head (when a response is final by the rules), then zero or more chunks,
+ * then exactly one end, always last.
+ *
+ * @generated from message retrybroker.v1.ExecuteStreamResponse
+ */
+export type ExecuteStreamResponse = Message<"retrybroker.v1.ExecuteStreamResponse"> & {
+  /**
+   * event is the message's kind.
+   *
+   * @generated from oneof retrybroker.v1.ExecuteStreamResponse.event
+   */
+  event: {
+    /**
+     * head carries the final response's status and headers, and the
+     * attempts so far (the last one is the attempt being streamed).
+     *
+     * @generated from field: retrybroker.v1.StreamHead head = 1;
+     */
+    value: StreamHead;
+    case: "head";
+  } | {
+    /**
+     * chunk holds the next body bytes, in order, as the upstream sent them.
+     *
+     * @generated from field: bytes chunk = 2;
+     */
+    value: Uint8Array;
+    case: "chunk";
+  } | {
+    /**
+     * end closes the stream: how the call ended and whether the body is
+     * complete.
+     *
+     * @generated from field: retrybroker.v1.StreamEnd end = 3;
+     */
+    value: StreamEnd;
+    case: "end";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message retrybroker.v1.ExecuteStreamResponse.
+ * Use `create(ExecuteStreamResponseSchema)` to create a new message.
+ */
+export const ExecuteStreamResponseSchema: GenMessage<ExecuteStreamResponse> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 10);
+
+/**
+ * StreamHead is the status and headers of the response being streamed.
+ *
+ * @generated from message retrybroker.v1.StreamHead
+ */
+export type StreamHead = Message<"retrybroker.v1.StreamHead"> & {
+  /**
+   * status_code is the HTTP status.
+   *
+   * @generated from field: int32 status_code = 1;
+   */
+  statusCode: number;
+
+  /**
+   * headers are the response headers (as in HttpResponse.headers).
+   *
+   * @generated from field: repeated retrybroker.v1.HttpHeader headers = 2;
+   */
+  headers: HttpHeader[];
+
+  /**
+   * attempts records every attempt so far, in order.
+   *
+   * @generated from field: repeated retrybroker.v1.Attempt attempts = 3;
+   */
+  attempts: Attempt[];
+
+  /**
+   * provider is the hint reader that was used.
+   *
+   * @generated from field: string provider = 4;
+   */
+  provider: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.StreamHead.
+ * Use `create(StreamHeadSchema)` to create a new message.
+ */
+export const StreamHeadSchema: GenMessage<StreamHead> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 11);
+
+/**
+ * StreamEnd is the last message of an ExecuteStream call.
+ *
+ * @generated from message retrybroker.v1.StreamEnd
+ */
+export type StreamEnd = Message<"retrybroker.v1.StreamEnd"> & {
+  /**
+   * attempts records every attempt, in order.
+   *
+   * @generated from field: repeated retrybroker.v1.Attempt attempts = 1;
+   */
+  attempts: Attempt[];
+
+  /**
+   * outcome says how the call ended (as ExecuteResponse.outcome). A body
+   * that did not complete never ends with OUTCOME_SUCCESS.
+   *
+   * @generated from field: retrybroker.v1.Outcome outcome = 2;
+   */
+  outcome: Outcome;
+
+  /**
+   * retry_after is when the caller may try again, when the broker gave up
+   * early on a hint, a deadline, a closed gate or an open breaker.
+   *
+   * @generated from field: google.protobuf.Duration retry_after = 3;
+   */
+  retryAfter?: Duration | undefined;
+
+  /**
+   * body_complete is true only when the whole upstream body was streamed.
+   *
+   * @generated from field: bool body_complete = 4;
+   */
+  bodyComplete: boolean;
+
+  /**
+   * body_end says how the body ended.
+   *
+   * @generated from field: retrybroker.v1.BodyEnd body_end = 5;
+   */
+  bodyEnd: BodyEnd;
+
+  /**
+   * error_message describes why the body did not complete (URLs redacted).
+   *
+   * @generated from field: string error_message = 6;
+   */
+  errorMessage: string;
+
+  /**
+   * trailers are the upstream's HTTP trailers, if any.
+   *
+   * @generated from field: repeated retrybroker.v1.HttpHeader trailers = 7;
+   */
+  trailers: HttpHeader[];
+
+  /**
+   * body_bytes is the number of body bytes streamed.
+   *
+   * @generated from field: uint64 body_bytes = 8;
+   */
+  bodyBytes: bigint;
+
+  /**
+   * provider is the hint reader that was used.
+   *
+   * @generated from field: string provider = 9;
+   */
+  provider: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.StreamEnd.
+ * Use `create(StreamEndSchema)` to create a new message.
+ */
+export const StreamEndSchema: GenMessage<StreamEnd> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 12);
 
 /**
  * Action is what the caller should do with the request next.
@@ -698,6 +894,23 @@ export enum Reason {
    * @generated from enum value: REASON_CANCELED = 14;
    */
   CANCELED = 14,
+
+  /**
+   * REASON_BREAKER_OPEN: the failure breaker of this tenant and destination
+   * is open after repeated failures without a hint; Decision.delay (retry)
+   * or Decision.hint (do not retry) says when it lets a probe through.
+   *
+   * @generated from enum value: REASON_BREAKER_OPEN = 15;
+   */
+  BREAKER_OPEN = 15,
+
+  /**
+   * REASON_SHUTTING_DOWN: do not retry; the broker is shutting down.
+   * Decision.hint, when set, says when the retry was due.
+   *
+   * @generated from enum value: REASON_SHUTTING_DOWN = 16;
+   */
+  SHUTTING_DOWN = 16,
 }
 
 /**
@@ -796,6 +1009,15 @@ export enum TransportError {
    * @generated from enum value: TRANSPORT_ERROR_OTHER = 11;
    */
   OTHER = 11,
+
+  /**
+   * TRANSPORT_ERROR_BODY_INCOMPLETE: the response headers arrived but the
+   * body ended early (connection reset, fewer bytes than Content-Length, a
+   * timeout while reading it). Retryable. The attempt keeps its status_code.
+   *
+   * @generated from enum value: TRANSPORT_ERROR_BODY_INCOMPLETE = 12;
+   */
+  BODY_INCOMPLETE = 12,
 }
 
 /**
@@ -878,6 +1100,24 @@ export enum Outcome {
    * @generated from enum value: OUTCOME_CANCELED = 8;
    */
   CANCELED = 8,
+
+  /**
+   * OUTCOME_BREAKER_OPEN: the failure breaker for the destination was open
+   * for longer than the call could wait; no request was sent for the
+   * blocked attempt. retry_after says when it lets a probe through.
+   *
+   * @generated from enum value: OUTCOME_BREAKER_OPEN = 9;
+   */
+  BREAKER_OPEN = 9,
+
+  /**
+   * OUTCOME_SHUTTING_DOWN: the broker stopped while the call was waiting;
+   * attempts lists what was sent and retry_after, when set, says when the
+   * next attempt was due, so the caller can reschedule.
+   *
+   * @generated from enum value: OUTCOME_SHUTTING_DOWN = 10;
+   */
+  SHUTTING_DOWN = 10,
 }
 
 /**
@@ -885,6 +1125,85 @@ export enum Outcome {
  */
 export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
   enumDesc(file_retrybroker_v1_broker, 3);
+
+/**
+ * BodyEnd says how a streamed body ended.
+ *
+ * @generated from enum retrybroker.v1.BodyEnd
+ */
+export enum BodyEnd {
+  /**
+   * BODY_END_UNSPECIFIED is never returned.
+   *
+   * @generated from enum value: BODY_END_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * BODY_END_COMPLETE: the upstream sent the whole body.
+   *
+   * @generated from enum value: BODY_END_COMPLETE = 1;
+   */
+  COMPLETE = 1,
+
+  /**
+   * BODY_END_NO_RESPONSE: the call ended without a final response (only
+   * end was sent).
+   *
+   * @generated from enum value: BODY_END_NO_RESPONSE = 2;
+   */
+  NO_RESPONSE = 2,
+
+  /**
+   * BODY_END_UPSTREAM_ERROR: the upstream body broke off (reset, short
+   * Content-Length, protocol error).
+   *
+   * @generated from enum value: BODY_END_UPSTREAM_ERROR = 3;
+   */
+  UPSTREAM_ERROR = 3,
+
+  /**
+   * BODY_END_IDLE_TIMEOUT: no body bytes arrived for the policy's
+   * stream idle timeout.
+   *
+   * @generated from enum value: BODY_END_IDLE_TIMEOUT = 4;
+   */
+  IDLE_TIMEOUT = 4,
+
+  /**
+   * BODY_END_SIZE_LIMIT: the body reached the policy's stream byte cap.
+   *
+   * @generated from enum value: BODY_END_SIZE_LIMIT = 5;
+   */
+  SIZE_LIMIT = 5,
+
+  /**
+   * BODY_END_TIMEOUT: the policy's stream duration limit ended the body.
+   *
+   * @generated from enum value: BODY_END_TIMEOUT = 6;
+   */
+  TIMEOUT = 6,
+
+  /**
+   * BODY_END_CANCELED: the caller canceled the call.
+   *
+   * @generated from enum value: BODY_END_CANCELED = 7;
+   */
+  CANCELED = 7,
+
+  /**
+   * BODY_END_SHUTTING_DOWN: the broker stopped while streaming.
+   *
+   * @generated from enum value: BODY_END_SHUTTING_DOWN = 8;
+   */
+  SHUTTING_DOWN = 8,
+}
+
+/**
+ * Describes the enum retrybroker.v1.BodyEnd.
+ */
+export const BodyEndSchema: GenEnum<BodyEnd> = /*@__PURE__*/
+  enumDesc(file_retrybroker_v1_broker, 4);
 
 /**
  * BrokerService performs outbound HTTP calls on a caller's behalf, retrying
@@ -897,8 +1216,12 @@ export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
  *   - UNAUTHENTICATED: a missing or unknown API key.
  *   - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
  *   - FAILED_PRECONDITION: an unknown policy name.
- *   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
- *     the details carry a google.rpc.RetryInfo with the delay.
+ *   - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+ *     (the details carry a google.rpc.RetryInfo with the delay), a message
+ *     is larger than the RPC may carry, or the tenant already has as many
+ *     ExecuteStream calls open as its policy allows.
+ *   - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+ *     or the broker is shutting down before the call started.
  *
  * Upstream failures are not gRPC errors: Execute reports them in its response.
  *
@@ -926,6 +1249,21 @@ export const BrokerService: GenService<{
     methodKind: "unary";
     input: typeof ClassifyResponseRequestSchema;
     output: typeof ClassifyResponseResponseSchema;
+  },
+  /**
+   * ExecuteStream sends an HTTP request exactly as Execute does, retrying
+   * until a response is final by the rules, then streams that response: one
+   * head, the body as chunks in order as the upstream delivers them, and
+   * always one end last. Nothing is retried once a body byte has been sent.
+   * A call that ends without a final response sends only end. Canceling the
+   * RPC cancels the upstream request.
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.ExecuteStream
+   */
+  executeStream: {
+    methodKind: "server_streaming";
+    input: typeof ExecuteRequestSchema;
+    output: typeof ExecuteStreamResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_retrybroker_v1_broker, 0);

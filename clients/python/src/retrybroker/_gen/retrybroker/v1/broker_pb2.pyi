@@ -34,6 +34,8 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_RETRY_BUDGET_EXHAUSTED: _ClassVar[Reason]
     REASON_GATE_CLOSED: _ClassVar[Reason]
     REASON_CANCELED: _ClassVar[Reason]
+    REASON_BREAKER_OPEN: _ClassVar[Reason]
+    REASON_SHUTTING_DOWN: _ClassVar[Reason]
 
 class TransportError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -49,6 +51,7 @@ class TransportError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSPORT_ERROR_INVALID_URL: _ClassVar[TransportError]
     TRANSPORT_ERROR_DESTINATION_REFUSED: _ClassVar[TransportError]
     TRANSPORT_ERROR_OTHER: _ClassVar[TransportError]
+    TRANSPORT_ERROR_BODY_INCOMPLETE: _ClassVar[TransportError]
 
 class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -61,6 +64,20 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_RETRY_BUDGET_EXHAUSTED: _ClassVar[Outcome]
     OUTCOME_GATE_CLOSED: _ClassVar[Outcome]
     OUTCOME_CANCELED: _ClassVar[Outcome]
+    OUTCOME_BREAKER_OPEN: _ClassVar[Outcome]
+    OUTCOME_SHUTTING_DOWN: _ClassVar[Outcome]
+
+class BodyEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BODY_END_UNSPECIFIED: _ClassVar[BodyEnd]
+    BODY_END_COMPLETE: _ClassVar[BodyEnd]
+    BODY_END_NO_RESPONSE: _ClassVar[BodyEnd]
+    BODY_END_UPSTREAM_ERROR: _ClassVar[BodyEnd]
+    BODY_END_IDLE_TIMEOUT: _ClassVar[BodyEnd]
+    BODY_END_SIZE_LIMIT: _ClassVar[BodyEnd]
+    BODY_END_TIMEOUT: _ClassVar[BodyEnd]
+    BODY_END_CANCELED: _ClassVar[BodyEnd]
+    BODY_END_SHUTTING_DOWN: _ClassVar[BodyEnd]
 ACTION_UNSPECIFIED: Action
 ACTION_RETRY: Action
 ACTION_DO_NOT_RETRY: Action
@@ -79,6 +96,8 @@ REASON_PROVIDER_FORBIDS_RETRY: Reason
 REASON_RETRY_BUDGET_EXHAUSTED: Reason
 REASON_GATE_CLOSED: Reason
 REASON_CANCELED: Reason
+REASON_BREAKER_OPEN: Reason
+REASON_SHUTTING_DOWN: Reason
 TRANSPORT_ERROR_UNSPECIFIED: TransportError
 TRANSPORT_ERROR_CONNECTION_REFUSED: TransportError
 TRANSPORT_ERROR_CONNECTION_RESET: TransportError
@@ -91,6 +110,7 @@ TRANSPORT_ERROR_CANCELED: TransportError
 TRANSPORT_ERROR_INVALID_URL: TransportError
 TRANSPORT_ERROR_DESTINATION_REFUSED: TransportError
 TRANSPORT_ERROR_OTHER: TransportError
+TRANSPORT_ERROR_BODY_INCOMPLETE: TransportError
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_SUCCESS: Outcome
 OUTCOME_NOT_RETRYABLE: Outcome
@@ -100,6 +120,17 @@ OUTCOME_DEADLINE_TOO_SHORT: Outcome
 OUTCOME_RETRY_BUDGET_EXHAUSTED: Outcome
 OUTCOME_GATE_CLOSED: Outcome
 OUTCOME_CANCELED: Outcome
+OUTCOME_BREAKER_OPEN: Outcome
+OUTCOME_SHUTTING_DOWN: Outcome
+BODY_END_UNSPECIFIED: BodyEnd
+BODY_END_COMPLETE: BodyEnd
+BODY_END_NO_RESPONSE: BodyEnd
+BODY_END_UPSTREAM_ERROR: BodyEnd
+BODY_END_IDLE_TIMEOUT: BodyEnd
+BODY_END_SIZE_LIMIT: BodyEnd
+BODY_END_TIMEOUT: BodyEnd
+BODY_END_CANCELED: BodyEnd
+BODY_END_SHUTTING_DOWN: BodyEnd
 
 class HttpHeader(_message.Message):
     __slots__ = ("name", "value")
@@ -110,20 +141,22 @@ class HttpHeader(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("action", "delay", "hint_source", "hint", "reason", "provider")
+    __slots__ = ("action", "delay", "hint_source", "hint", "reason", "provider", "rule")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     DELAY_FIELD_NUMBER: _ClassVar[int]
     HINT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     HINT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
     action: Action
     delay: _duration_pb2.Duration
     hint_source: str
     hint: _duration_pb2.Duration
     reason: Reason
     provider: str
-    def __init__(self, action: _Optional[_Union[Action, str]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hint_source: _Optional[str] = ..., hint: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reason: _Optional[_Union[Reason, str]] = ..., provider: _Optional[str] = ...) -> None: ...
+    rule: str
+    def __init__(self, action: _Optional[_Union[Action, str]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hint_source: _Optional[str] = ..., hint: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reason: _Optional[_Union[Reason, str]] = ..., provider: _Optional[str] = ..., rule: _Optional[str] = ...) -> None: ...
 
 class ClassifyResponseRequest(_message.Message):
     __slots__ = ("policy", "provider", "method", "status_code", "headers", "attempt", "now", "body", "transport_error", "request_headers", "url", "deadline")
@@ -172,16 +205,18 @@ class HttpRequest(_message.Message):
     def __init__(self, method: _Optional[str] = ..., url: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class HttpResponse(_message.Message):
-    __slots__ = ("status_code", "headers", "body", "body_truncated")
+    __slots__ = ("status_code", "headers", "body", "body_truncated", "body_incomplete")
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     BODY_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    BODY_INCOMPLETE_FIELD_NUMBER: _ClassVar[int]
     status_code: int
     headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
     body: bytes
     body_truncated: bool
-    def __init__(self, status_code: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body: _Optional[bytes] = ..., body_truncated: _Optional[bool] = ...) -> None: ...
+    body_incomplete: bool
+    def __init__(self, status_code: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body: _Optional[bytes] = ..., body_truncated: _Optional[bool] = ..., body_incomplete: _Optional[bool] = ...) -> None: ...
 
 class ExecuteOverrides(_message.Message):
     __slots__ = ("max_retries", "max_delay", "total_timeout", "attempt_timeout", "max_response_body")
@@ -210,7 +245,7 @@ class ExecuteRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[HttpRequest, _Mapping]] = ..., policy: _Optional[str] = ..., provider: _Optional[str] = ..., overrides: _Optional[_Union[ExecuteOverrides, _Mapping]] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("number", "start_time", "duration", "status_code", "transport_error", "error_message", "decision", "waited")
+    __slots__ = ("number", "start_time", "duration", "status_code", "transport_error", "error_message", "decision", "waited", "probe")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     DURATION_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +254,7 @@ class Attempt(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     WAITED_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
     number: int
     start_time: _timestamp_pb2.Timestamp
     duration: _duration_pb2.Duration
@@ -227,7 +263,8 @@ class Attempt(_message.Message):
     error_message: str
     decision: Decision
     waited: _duration_pb2.Duration
-    def __init__(self, number: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., status_code: _Optional[int] = ..., transport_error: _Optional[_Union[TransportError, str]] = ..., error_message: _Optional[str] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., waited: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    probe: bool
+    def __init__(self, number: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., status_code: _Optional[int] = ..., transport_error: _Optional[_Union[TransportError, str]] = ..., error_message: _Optional[str] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., waited: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., probe: _Optional[bool] = ...) -> None: ...
 
 class ExecuteResponse(_message.Message):
     __slots__ = ("response", "attempts", "outcome", "retry_after", "provider")
@@ -242,3 +279,47 @@ class ExecuteResponse(_message.Message):
     retry_after: _duration_pb2.Duration
     provider: str
     def __init__(self, response: _Optional[_Union[HttpResponse, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class ExecuteStreamResponse(_message.Message):
+    __slots__ = ("head", "chunk", "end")
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    head: StreamHead
+    chunk: bytes
+    end: StreamEnd
+    def __init__(self, head: _Optional[_Union[StreamHead, _Mapping]] = ..., chunk: _Optional[bytes] = ..., end: _Optional[_Union[StreamEnd, _Mapping]] = ...) -> None: ...
+
+class StreamHead(_message.Message):
+    __slots__ = ("status_code", "headers", "attempts", "provider")
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    status_code: int
+    headers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    provider: str
+    def __init__(self, status_code: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class StreamEnd(_message.Message):
+    __slots__ = ("attempts", "outcome", "retry_after", "body_complete", "body_end", "error_message", "trailers", "body_bytes", "provider")
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    BODY_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    BODY_END_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRAILERS_FIELD_NUMBER: _ClassVar[int]
+    BODY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    outcome: Outcome
+    retry_after: _duration_pb2.Duration
+    body_complete: bool
+    body_end: BodyEnd
+    error_message: str
+    trailers: _containers.RepeatedCompositeFieldContainer[HttpHeader]
+    body_bytes: int
+    provider: str
+    def __init__(self, attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., body_complete: _Optional[bool] = ..., body_end: _Optional[_Union[BodyEnd, str]] = ..., error_message: _Optional[str] = ..., trailers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body_bytes: _Optional[int] = ..., provider: _Optional[str] = ...) -> None: ...

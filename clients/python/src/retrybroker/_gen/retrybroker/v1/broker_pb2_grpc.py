@@ -36,8 +36,12 @@ class BrokerServiceStub:
     - UNAUTHENTICATED: a missing or unknown API key.
     - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
     - FAILED_PRECONDITION: an unknown policy name.
-    - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
-    the details carry a google.rpc.RetryInfo with the delay.
+    - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+    (the details carry a google.rpc.RetryInfo with the delay), a message
+    is larger than the RPC may carry, or the tenant already has as many
+    ExecuteStream calls open as its policy allows.
+    - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+    or the broker is shutting down before the call started.
 
     Upstream failures are not gRPC errors: Execute reports them in its response.
     """
@@ -58,6 +62,11 @@ class BrokerServiceStub:
                 request_serializer=retrybroker_dot_v1_dot_broker__pb2.ClassifyResponseRequest.SerializeToString,
                 response_deserializer=retrybroker_dot_v1_dot_broker__pb2.ClassifyResponseResponse.FromString,
                 _registered_method=True)
+        self.ExecuteStream = channel.unary_stream(
+                '/retrybroker.v1.BrokerService/ExecuteStream',
+                request_serializer=retrybroker_dot_v1_dot_broker__pb2.ExecuteRequest.SerializeToString,
+                response_deserializer=retrybroker_dot_v1_dot_broker__pb2.ExecuteStreamResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -71,8 +80,12 @@ class BrokerServiceServicer:
     - UNAUTHENTICATED: a missing or unknown API key.
     - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
     - FAILED_PRECONDITION: an unknown policy name.
-    - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
-    the details carry a google.rpc.RetryInfo with the delay.
+    - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+    (the details carry a google.rpc.RetryInfo with the delay), a message
+    is larger than the RPC may carry, or the tenant already has as many
+    ExecuteStream calls open as its policy allows.
+    - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+    or the broker is shutting down before the call started.
 
     Upstream failures are not gRPC errors: Execute reports them in its response.
     """
@@ -93,6 +106,18 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExecuteStream(self, request, context):
+        """ExecuteStream sends an HTTP request exactly as Execute does, retrying
+        until a response is final by the rules, then streams that response: one
+        head, the body as chunks in order as the upstream delivers them, and
+        always one end last. Nothing is retried once a body byte has been sent.
+        A call that ends without a final response sends only end. Canceling the
+        RPC cancels the upstream request.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +130,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.ClassifyResponse,
                     request_deserializer=retrybroker_dot_v1_dot_broker__pb2.ClassifyResponseRequest.FromString,
                     response_serializer=retrybroker_dot_v1_dot_broker__pb2.ClassifyResponseResponse.SerializeToString,
+            ),
+            'ExecuteStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExecuteStream,
+                    request_deserializer=retrybroker_dot_v1_dot_broker__pb2.ExecuteRequest.FromString,
+                    response_serializer=retrybroker_dot_v1_dot_broker__pb2.ExecuteStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -125,8 +155,12 @@ class BrokerService:
     - UNAUTHENTICATED: a missing or unknown API key.
     - PERMISSION_DENIED: a policy of another tenant, or a refused destination.
     - FAILED_PRECONDITION: an unknown policy name.
-    - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline;
-    the details carry a google.rpc.RetryInfo with the delay.
+    - RESOURCE_EXHAUSTED: pacing cannot admit the call within its deadline
+    (the details carry a google.rpc.RetryInfo with the delay), a message
+    is larger than the RPC may carry, or the tenant already has as many
+    ExecuteStream calls open as its policy allows.
+    - UNAVAILABLE: shared state is unreachable and the policy fails closed,
+    or the broker is shutting down before the call started.
 
     Upstream failures are not gRPC errors: Execute reports them in its response.
     """
@@ -175,6 +209,33 @@ class BrokerService:
             '/retrybroker.v1.BrokerService/ClassifyResponse',
             retrybroker_dot_v1_dot_broker__pb2.ClassifyResponseRequest.SerializeToString,
             retrybroker_dot_v1_dot_broker__pb2.ClassifyResponseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExecuteStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/retrybroker.v1.BrokerService/ExecuteStream',
+            retrybroker_dot_v1_dot_broker__pb2.ExecuteRequest.SerializeToString,
+            retrybroker_dot_v1_dot_broker__pb2.ExecuteStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
