@@ -333,7 +333,7 @@ func (r *Runner) admit(ctx context.Context, c *Call, gate store.GateKey, n int, 
 		sctx, cancel := r.storeCtx(ctx, c)
 		adm, err := r.Store.Admit(sctx, store.AdmitRequest{
 			Gate: gate, PaceHost: c.URL.Host, Pace: c.Pace, PaceMaxWait: deadline.Sub(now),
-			FirstAttempt: n == 1, Budget: c.Budget, Now: now,
+			FirstAttempt: n == 1, Budget: c.Budget, FailClosed: c.FailClosed, Now: now,
 		})
 		cancel()
 		if err != nil {
@@ -389,10 +389,7 @@ func (r *Runner) wait(ctx context.Context, cause string, d time.Duration) error 
 	return r.Clock.Sleep(ctx, d)
 }
 
-func (r *Runner) storeCtx(ctx context.Context, c *Call) (context.Context, context.CancelFunc) {
-	if c.FailClosed {
-		ctx = store.WithFailClosedContext(ctx)
-	}
+func (r *Runner) storeCtx(ctx context.Context, _ *Call) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, r.StoreTimeout)
 }
 
@@ -408,7 +405,8 @@ func (r *Runner) complete(ctx context.Context, c *Call, gate store.GateKey, t st
 	sctx, cancel := r.storeCtx(context.WithoutCancel(ctx), c)
 	defer cancel()
 	out, err := r.Store.Complete(sctx, store.CompleteRequest{
-		Gate: gate, Ticket: t, Obs: obs, SpendRetry: spend, Budget: c.Budget, Now: r.Clock.Now(),
+		Gate: gate, Ticket: t, Obs: obs, SpendRetry: spend, Budget: c.Budget, MaxGate: c.Policy.MaxGate,
+		FailClosed: c.FailClosed, Now: r.Clock.Now(),
 	})
 	if err != nil {
 		return false, err

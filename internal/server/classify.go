@@ -176,12 +176,10 @@ func (s *Service) shareGate(ctx context.Context, t *tenant.Tenant, pol *tenant.P
 	if in.Response != nil {
 		obs = engine.Observation(in.Response.Status, *in.Reading, in.Now)
 	}
-	if pol.FailClosed {
-		ctx = store.WithFailClosedContext(ctx)
-	}
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	until, err := s.exec.Runner.Store.Observe(sctx, key, obs, in.Now)
+	st, err := s.exec.Runner.Store.Observe(sctx, store.ObserveRequest{Gate: key, Obs: obs, MaxGate: pol.MaxGate, FailClosed: pol.FailClosed, Now: in.Now})
+	until := st.ClosedUntil
 	if err != nil {
 		if pol.FailClosed {
 			return d, status.Error(codes.Unavailable, "shared state is unavailable and the policy fails closed; try again later")

@@ -137,7 +137,7 @@ func BenchmarkAdmitComplete(b *testing.B) {
 					b.Fatal(err)
 				}
 				if mode.quota {
-					if _, err := s.Observe(ctx, g, quota(now), now); err != nil {
+					if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: quota(now), Now: now}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -195,7 +195,7 @@ func BenchmarkAdmitCompleteParallel(b *testing.B) {
 					obs := store.Observation{}
 					if mode.quota {
 						obs = store.Observation{HasQuota: true, Remaining: 4000, Reset: time.Now().Add(time.Hour)}
-						if _, err := s.Observe(ctx, g, obs, time.Now()); err != nil {
+						if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: obs, Now: time.Now()}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -12,6 +12,9 @@ import (
 
 // Fallback defaults.
 const (
+	// MaxMirrorGate bounds the gate times mirrored into local state: the
+	// primary already bounded them by each call's max_gate.
+	MaxMirrorGate = 7 * 24 * time.Hour
 	// DefaultPrimaryTimeout bounds each call to the primary store, whatever
 	// the caller's deadline.
 	DefaultPrimaryTimeout = 250 * time.Millisecond
@@ -169,7 +172,7 @@ func (f *Fallback) Admit(ctx context.Context, req AdmitRequest) (Admission, erro
 			return Admission{}, fmt.Errorf("store: admit: %w", err)
 		}
 	}
-	if f.opts.failClosed || failClosedFrom(ctx) {
+	if f.opts.failClosed || req.FailClosed {
 		return Admission{}, f.unavailable("admit", cause)
 	}
 	a, err := f.local.Admit(ctx, req)
@@ -208,7 +211,7 @@ func (f *Fallback) Complete(ctx context.Context, req CompleteRequest) (CompleteR
 			return CompleteResult{}, fmt.Errorf("store: complete: %w", err)
 		}
 	}
-	if f.opts.failClosed || failClosedFrom(ctx) {
+	if f.opts.failClosed || req.FailClosed {
 		return CompleteResult{}, f.unavailable("complete", cause)
 	}
 	req.Ticket = Ticket{} // registered on the primary: it ages out there
@@ -220,53 +223,54 @@ func (f *Fallback) Complete(ctx context.Context, req CompleteRequest) (CompleteR
 }
 
 // Observe implements Store.
-func (f *Fallback) Observe(ctx context.Context, gate GateKey, obs Observation, now time.Time) (time.Time, error) {
+func (f *Fallback) Observe(ctx context.Context, req ObserveRequest) (GateStatus, error) {
 	var cause error
 	if !f.degraded.Load() {
 		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
-		until, err := f.primary.Observe(pctx, gate, obs, now)
+		st, err := f.primary.Observe(pctx, req)
 		cancel()
 		if err == nil {
-			f.mirrorObs(ctx, gate, until, obs, now)
-			return until, nil
+			f.mirrorObs(ctx, req.Gate, st.ClosedUntil, req.Obs, req.Now)
+			return st, nil
 		}
 		if cause = f.failed(ctx, err); cause == nil {
-			return time.Time{}, fmt.Errorf("store: observe: %w", err)
+			return GateStatus{}, fmt.Errorf("store: observe: %w", err)
 		}
 	}
-	if f.opts.failClosed || failClosedFrom(ctx) {
-		return time.Time{}, f.unavailable("observe", cause)
+	if f.opts.failClosed || req.FailClosed {
+		return GateStatus{}, f.unavailable("observe", cause)
 	}
-	until, err := f.local.Observe(ctx, gate, obs, now)
+	st, err := f.local.Observe(ctx, req)
 	if err != nil {
-		return until, fmt.Errorf("store: observe (local): %w", err)
+		return st, fmt.Errorf("store: observe (local): %w", err)
 	}
-	return until, nil
+	return st, nil
 }
 
-// GateState implements Store.
-func (f *Fallback) GateState(ctx context.Context, gate GateKey, now time.Time) (time.Time, error) {
+// GateState implements Store. It never fails closed: it reports state and
+// changes nothing.
+func (f *Fallback) GateState(ctx context.Context, gate GateKey, now time.Time) (GateStatus, error) {
 	var cause error
 	if !f.degraded.Load() {
 		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
-		until, err := f.primary.GateState(pctx, gate, now)
+		st, err := f.primary.GateState(pctx, gate, now)
 		cancel()
 		if err == nil {
-			f.mirror(ctx, gate, until, now)
-			return until, nil
+			f.mirror(ctx, gate, st.ClosedUntil, now)
+			return st, nil
 		}
 		if cause = f.failed(ctx, err); cause == nil {
-			return time.Time{}, fmt.Errorf("store: gate state: %w", err)
+			return GateStatus{}, fmt.Errorf("store: gate state: %w", err)
 		}
 	}
-	if f.opts.failClosed || failClosedFrom(ctx) {
-		return time.Time{}, f.unavailable("gate state", cause)
+	if f.opts.failClosed {
+		return GateStatus{}, f.unavailable("gate state", cause)
 	}
-	until, err := f.local.GateState(ctx, gate, now)
+	st, err := f.local.GateState(ctx, gate, now)
 	if err != nil {
-		return until, fmt.Errorf("store: gate state (local): %w", err)
+		return st, fmt.Errorf("store: gate state (local): %w", err)
 	}
-	return until, nil
+	return st, nil
 }
 
 // InFlight implements InFlightCounter from the backend in use (the primary
@@ -358,9 +362,9 @@ func (f *Fallback) mirrorObs(ctx context.Context, gate GateKey, until time.Time,
 	if until.IsZero() && !obs.HasQuota {
 		return
 	}
-	_, _ = f.local.Observe(ctx, gate, Observation{
+	_, _ = f.local.Observe(ctx, ObserveRequest{Gate: gate, Obs: Observation{
 		CloseUntil: until, HasQuota: obs.HasQuota, Remaining: obs.Remaining, Reset: obs.Reset,
-	}, now)
+	}, MaxGate: MaxMirrorGate, Now: now})
 }
 
 // setDegraded changes the state, starts or ends probing, and notifies the
@@ -415,19 +419,4 @@ func (f *Fallback) ping() error {
 	}
 	_, err := f.primary.GateState(ctx, GateKey{Tenant: "\x00probe"}, time.Now())
 	return err
-}
-
-type failClosedKey struct{}
-
-// WithFailClosedContext marks one call as fail-closed: while the primary
-// is unreachable, a Fallback answers it with an error wrapping
-// [ErrUnavailable] instead of serving from local state. Policies choose
-// this per call; [WithFailClosed] chooses it for every call.
-func WithFailClosedContext(ctx context.Context) context.Context {
-	return context.WithValue(ctx, failClosedKey{}, true)
-}
-
-func failClosedFrom(ctx context.Context) bool {
-	v, _ := ctx.Value(failClosedKey{}).(bool)
-	return v
 }

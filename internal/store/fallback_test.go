@@ -66,16 +66,16 @@ func (s *switchable) Complete(ctx context.Context, req store.CompleteRequest) (s
 	return s.Store.Complete(ctx, req)
 }
 
-func (s *switchable) Observe(ctx context.Context, g store.GateKey, obs store.Observation, now time.Time) (time.Time, error) {
+func (s *switchable) Observe(ctx context.Context, req store.ObserveRequest) (store.GateStatus, error) {
 	if err := s.err(); err != nil {
-		return time.Time{}, err
+		return store.GateStatus{}, err
 	}
-	return s.Store.Observe(ctx, g, obs, now)
+	return s.Store.Observe(ctx, req)
 }
 
-func (s *switchable) GateState(ctx context.Context, g store.GateKey, now time.Time) (time.Time, error) {
+func (s *switchable) GateState(ctx context.Context, g store.GateKey, now time.Time) (store.GateStatus, error) {
 	if err := s.err(); err != nil {
-		return time.Time{}, err
+		return store.GateStatus{}, err
 	}
 	return s.Store.GateState(ctx, g, now)
 }
@@ -95,14 +95,14 @@ func (h hanging) Complete(ctx context.Context, _ store.CompleteRequest) (store.C
 	return store.CompleteResult{}, ctx.Err()
 }
 
-func (hanging) Observe(ctx context.Context, _ store.GateKey, _ store.Observation, _ time.Time) (time.Time, error) {
+func (hanging) Observe(ctx context.Context, _ store.ObserveRequest) (store.GateStatus, error) {
 	<-ctx.Done()
-	return time.Time{}, ctx.Err()
+	return store.GateStatus{}, ctx.Err()
 }
 
-func (hanging) GateState(ctx context.Context, _ store.GateKey, _ time.Time) (time.Time, error) {
+func (hanging) GateState(ctx context.Context, _ store.GateKey, _ time.Time) (store.GateStatus, error) {
 	<-ctx.Done()
-	return time.Time{}, ctx.Err()
+	return store.GateStatus{}, ctx.Err()
 }
 
 func (hanging) Close() error { return nil }
@@ -196,7 +196,7 @@ func TestFallbackTicketsGoHome(t *testing.T) {
 
 	// A known quota (mirrored locally), so that both backends register
 	// attempts and issue tickets.
-	if _, err := f.Observe(ctx, gate, store.Observation{HasQuota: true, Remaining: 100, Reset: reset}, t0); err != nil {
+	if _, err := f.Observe(ctx, store.ObserveRequest{Gate: gate, Obs: store.Observation{HasQuota: true, Remaining: 100, Reset: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	a1, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0})
@@ -257,11 +257,11 @@ func localInFlight(t *testing.T, s store.Store, now time.Time) int {
 	t.Helper()
 	for n := range 10 {
 		at := now.Add(time.Duration(2*n) * time.Microsecond) // after the previous probe's closing
-		until, err := s.Observe(context.Background(), gate, store.Observation{HasQuota: true, Remaining: int64(n + 1), Reset: at.Add(time.Microsecond)}, at)
+		until, err := s.Observe(context.Background(), store.ObserveRequest{Gate: gate, Obs: store.Observation{HasQuota: true, Remaining: int64(n + 1), Reset: at.Add(time.Microsecond)}, Now: at})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if until.IsZero() {
+		if until.ClosedUntil.IsZero() {
 			return n
 		}
 	}
@@ -274,7 +274,7 @@ func TestFallbackMirrorsClosedGates(t *testing.T) {
 	t.Cleanup(func() { _ = f.Close() })
 	ctx := context.Background()
 	until := t0.Add(time.Minute)
-	if _, err := f.Observe(ctx, gate, store.Observation{CloseUntil: until}, t0); err != nil {
+	if _, err := f.Observe(ctx, store.ObserveRequest{Gate: gate, Obs: store.Observation{CloseUntil: until}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	p.down.Store(true)
@@ -323,15 +323,14 @@ func TestFallbackFailClosedPerCall(t *testing.T) {
 	f := store.NewFallback(p, memstore.New(), store.WithProbeBackoff(time.Millisecond, 5*time.Millisecond))
 	t.Cleanup(func() { _ = f.Close() })
 	p.down.Store(true)
-	closedCtx := store.WithFailClosedContext(context.Background())
-	if _, err := f.Admit(closedCtx, store.AdmitRequest{Gate: gate, Now: t0}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, FailClosed: true, Now: t0}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("fail-closed call: error = %v, want ErrUnavailable", err)
 	}
 	a, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, Now: t0})
 	if err != nil || !a.Admitted() {
 		t.Fatalf("fail-open call: %v admitted=%v, want served locally", err, a.Admitted())
 	}
-	if _, err := f.Observe(closedCtx, gate, store.Observation{}, t0); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := f.Observe(context.Background(), store.ObserveRequest{Gate: gate, FailClosed: true, Now: t0}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("fail-closed Observe error = %v, want ErrUnavailable", err)
 	}
 }
@@ -494,7 +493,7 @@ func TestFallbackRedisHang(t *testing.T) {
 	tr := watch(f)
 	ctx := context.Background()
 	// A known quota, so that Admit registers attempts and issues tickets.
-	if _, err := f.Observe(ctx, gate, store.Observation{HasQuota: true, Remaining: 100, Reset: t0.Add(time.Hour)}, t0); err != nil {
+	if _, err := f.Observe(ctx, store.ObserveRequest{Gate: gate, Obs: store.Observation{HasQuota: true, Remaining: 100, Reset: t0.Add(time.Hour)}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); err != nil {
@@ -529,7 +528,7 @@ func TestFallbackMirrorsQuota(t *testing.T) {
 	quota := func(n int64) store.Observation { return store.Observation{HasQuota: true, Remaining: n, Reset: reset} }
 
 	// Known quota: 3 left, one call in flight on the primary.
-	if until, err := f.Observe(ctx, gate, quota(3), t0); err != nil || !until.IsZero() {
+	if until, err := f.Observe(ctx, store.ObserveRequest{Gate: gate, Obs: quota(3), Now: t0}); err != nil || !until.ClosedUntil.IsZero() {
 		t.Fatalf("Observe = %v, %v", until, err)
 	}
 	if a, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, Now: t0}); err != nil || !a.Admitted() {
@@ -537,7 +536,7 @@ func TestFallbackMirrorsQuota(t *testing.T) {
 	}
 	// A gate closed by the known quota: 2 left, two calls in flight.
 	g2 := store.GateKey{Tenant: "acme", Scope: "gitlab"}
-	if until, err := f.Observe(ctx, g2, quota(2), t0); err != nil || !until.IsZero() {
+	if until, err := f.Observe(ctx, store.ObserveRequest{Gate: g2, Obs: quota(2), Now: t0}); err != nil || !until.ClosedUntil.IsZero() {
 		t.Fatalf("Observe = %v, %v", until, err)
 	}
 	for range 2 {

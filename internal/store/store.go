@@ -66,6 +66,16 @@ type AdmitRequest struct {
 	FirstAttempt bool
 	// Budget is the tenant's budget (needed to keep counts with the right window).
 	Budget BudgetConfig
+	// Learning configures the gate's learned quota; the zero value disables
+	// learning for this call.
+	Learning LearningConfig
+	// Breaker configures the gate's failure breaker; the zero value
+	// disables it for this call.
+	Breaker BreakerConfig
+	// FailClosed makes a store that cannot reach its shared backend answer
+	// an error wrapping [ErrUnavailable] instead of serving this call from
+	// local state (see [Fallback]).
+	FailClosed bool
 	// Now is the clock. A zero Now means time.Now().
 	Now time.Time
 }
@@ -75,6 +85,24 @@ type Admission struct {
 	// GateClosedUntil is non-zero when the gate is closed: nothing was
 	// reserved or registered, and the caller must not send before then.
 	GateClosedUntil time.Time
+	// BreakerOpenUntil is non-zero when the gate's failure breaker is open
+	// (and the gate itself is not closed): nothing was reserved or
+	// registered, and the caller must not send before then.
+	BreakerOpenUntil time.Time
+	// Held is true when the gate is open but admits no more unproven calls
+	// now: its learned quota for the epoch is used and a probe is in flight
+	// (or the breaker is half-open with its probe in flight). Nothing was
+	// reserved or registered; the caller should check again after HeldFor
+	// (or sooner when it learns that a call on the gate completed).
+	Held bool
+	// HeldFor is how long a held caller should wait before checking again:
+	// a short poll interval, never longer than the in-flight probe's
+	// registration lives.
+	HeldFor time.Duration
+	// Probe is true when the attempt is admitted as the single unproven
+	// call of a learning gate (beyond its learned quota) or of a half-open
+	// breaker. Its Complete must always be sent, with its Result.
+	Probe bool
 	// PaceDenied is true when the pacing slot lies beyond PaceMaxWait;
 	// PaceWait then says how long it would have been. Nothing was registered.
 	PaceDenied bool
@@ -98,7 +126,9 @@ type Admission struct {
 }
 
 // Admitted reports whether the attempt may be sent (after PaceWait).
-func (a Admission) Admitted() bool { return a.GateClosedUntil.IsZero() && !a.PaceDenied }
+func (a Admission) Admitted() bool {
+	return a.GateClosedUntil.IsZero() && a.BreakerOpenUntil.IsZero() && !a.Held && !a.PaceDenied
+}
 
 // Ticket is an opaque in-flight registration. The zero Ticket (empty ID)
 // stands for no registration: Admit returns it when it registered nothing,
@@ -107,6 +137,65 @@ type Ticket struct {
 	// ID identifies the registration; opaque, at most a few dozen bytes;
 	// empty for none.
 	ID string
+	// Epoch identifies the learning epoch of the gate the attempt was
+	// admitted in (0 = none); opaque to callers, who pass the Ticket back
+	// unchanged.
+	Epoch int64
+}
+
+// Result is what one attempt's outcome tells the gate's learned quota and
+// failure breaker.
+type Result int8
+
+// Results of an attempt.
+const (
+	// ResultNone: the attempt was not sent, or its outcome says nothing
+	// about the destination (canceled, refused by the destination guard).
+	ResultNone Result = iota
+	// ResultAccepted: the provider accepted the call (any response that is
+	// neither a refusal nor a failure).
+	ResultAccepted
+	// ResultRefused: the provider refused the call with a hint that its
+	// quota is exhausted (429, 403 or 503 with a hint). It closes the gate
+	// (Observation.CloseUntil) and ends the learning epoch.
+	ResultRefused
+	// ResultFailed: the call failed without a hint (5xx, retryable
+	// transport error). It counts toward the failure breaker.
+	ResultFailed
+)
+
+// String returns "none", "accepted", "refused" or "failed".
+func (r Result) String() string {
+	switch r {
+	case ResultAccepted:
+		return "accepted"
+	case ResultRefused:
+		return "refused"
+	case ResultFailed:
+		return "failed"
+	}
+	return "none"
+}
+
+// GateStatus is a gate's state at one time.
+type GateStatus struct {
+	// ClosedUntil is non-zero while the gate is closed (a hint, or a known
+	// quota used up).
+	ClosedUntil time.Time
+	// BreakerOpenUntil is non-zero while the gate's failure breaker is open.
+	BreakerOpenUntil time.Time
+}
+
+// Open reports whether neither the gate nor its breaker is closed.
+func (g GateStatus) Open() bool { return g.ClosedUntil.IsZero() && g.BreakerOpenUntil.IsZero() }
+
+// Until returns the later of ClosedUntil and BreakerOpenUntil (zero when
+// open).
+func (g GateStatus) Until() time.Time {
+	if g.BreakerOpenUntil.After(g.ClosedUntil) {
+		return g.BreakerOpenUntil
+	}
+	return g.ClosedUntil
 }
 
 // Observation is what one response said about its gate.
@@ -162,13 +251,52 @@ type CompleteRequest struct {
 	// Obs is what the response said about the gate; zero for none (a
 	// transport error, or an attempt that was not sent).
 	Obs Observation
+	// Result is what the attempt's outcome tells the learned quota and the
+	// breaker.
+	Result Result
 	// SpendRetry asks to spend one retry from the tenant's budget, because
 	// the engine decided to retry after this attempt.
 	SpendRetry bool
 	// Budget is the tenant's budget, as in AdmitRequest.
 	Budget BudgetConfig
+	// Learning and Breaker configure the gate, as in AdmitRequest.
+	Learning LearningConfig
+	Breaker  BreakerConfig
+	// MaxGate bounds how far after Now the observation may close the gate
+	// (CloseUntil, and the reset of an exhausted quota); zero or negative
+	// means [DefaultMaxGate].
+	MaxGate time.Duration
+	// FailClosed is as in AdmitRequest.
+	FailClosed bool
 	// Now is the clock. A zero Now means time.Now().
 	Now time.Time
+}
+
+// ObserveRequest records what a response said about a gate without an
+// admitted attempt (ClassifyResponse callers that make their own calls).
+type ObserveRequest struct {
+	Gate     GateKey
+	Obs      Observation
+	Result   Result
+	Learning LearningConfig
+	Breaker  BreakerConfig
+	// MaxGate is as in CompleteRequest.
+	MaxGate    time.Duration
+	FailClosed bool
+	// Now is the clock. A zero Now means time.Now().
+	Now time.Time
+}
+
+// DefaultMaxGate is the bound on gate times when a request sets none.
+const DefaultMaxGate = 24 * time.Hour
+
+// GateBound returns now + maxGate (DefaultMaxGate when maxGate <= 0): the
+// latest time an observation made at now may close a gate until.
+func GateBound(now time.Time, maxGate time.Duration) time.Time {
+	if maxGate <= 0 {
+		maxGate = DefaultMaxGate
+	}
+	return now.Add(maxGate)
 }
 
 // CompleteResult is the store's answer to a CompleteRequest.
@@ -180,6 +308,9 @@ type CompleteResult struct {
 	// GateClosedUntil is the gate's state after the observation (zero =
 	// open), as GateState would report it.
 	GateClosedUntil time.Time
+	// BreakerOpenUntil is the breaker's state after the observation (zero
+	// = closed breaker).
+	BreakerOpenUntil time.Time
 }
 
 // Store is the broker's shared state. All methods are safe for concurrent
@@ -220,10 +351,10 @@ type Store interface {
 	// ClassifyResponse callers that make their own calls) and returns the
 	// gate's state afterwards (as GateState reports it). Every in-flight
 	// attempt counts as "other".
-	Observe(ctx context.Context, gate GateKey, obs Observation, now time.Time) (closedUntil time.Time, err error)
-	// GateState returns until when the gate is closed (zero = open), by the
-	// same rules as Admit: what Admit's GateClosedUntil would be at now.
-	GateState(ctx context.Context, gate GateKey, now time.Time) (closedUntil time.Time, err error)
+	Observe(ctx context.Context, req ObserveRequest) (GateStatus, error)
+	// GateState returns the gate's state at now by the same rules as Admit:
+	// what Admit's GateClosedUntil and BreakerOpenUntil would be.
+	GateState(ctx context.Context, gate GateKey, now time.Time) (GateStatus, error)
 	// Close releases resources. It is idempotent; calls after Close fail
 	// with [ErrClosed].
 	Close() error

@@ -166,7 +166,7 @@ func (s *Store) Complete(_ context.Context, req store.CompleteRequest) (store.Co
 	s.maybeSweep(now)
 
 	res := store.CompleteResult{RetryAllowed: true}
-	res.GateClosedUntil = s.observe(req.Gate, req.Ticket.ID, req.Obs, now)
+	res.GateClosedUntil = s.observe(req.Gate, req.Ticket.ID, req.Obs, now, bound(now, req.MaxGate))
 	if req.SpendRetry && !req.Budget.Unlimited() {
 		w := req.Budget.WindowSeconds()
 		b := s.budgetFor(req.Gate.Tenant)
@@ -181,26 +181,34 @@ func (s *Store) Complete(_ context.Context, req store.CompleteRequest) (store.Co
 }
 
 // Observe implements store.Store. It never blocks and ignores ctx.
-func (s *Store) Observe(_ context.Context, key store.GateKey, obs store.Observation, now time.Time) (time.Time, error) {
-	n := micros(now)
+func (s *Store) Observe(_ context.Context, req store.ObserveRequest) (store.GateStatus, error) {
+	n := micros(req.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return time.Time{}, fmt.Errorf("memstore: observe: %w", store.ErrClosed)
+		return store.GateStatus{}, fmt.Errorf("memstore: observe: %w", store.ErrClosed)
 	}
 	s.maybeSweep(n)
-	return s.observe(key, "", obs, n), nil
+	return store.GateStatus{ClosedUntil: s.observe(req.Gate, "", req.Obs, n, bound(n, req.MaxGate))}, nil
 }
 
 // GateState implements store.Store. It never blocks and ignores ctx.
-func (s *Store) GateState(_ context.Context, key store.GateKey, now time.Time) (time.Time, error) {
+func (s *Store) GateState(_ context.Context, key store.GateKey, now time.Time) (store.GateStatus, error) {
 	n := micros(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return time.Time{}, fmt.Errorf("memstore: gate state: %w", store.ErrClosed)
+		return store.GateStatus{}, fmt.Errorf("memstore: gate state: %w", store.ErrClosed)
 	}
-	return timeOf(s.gates[key].until(n), n), nil
+	return store.GateStatus{ClosedUntil: timeOf(s.gates[key].until(n), n)}, nil
+}
+
+// bound returns the latest gate time, in µs, an observation at now may set.
+func bound(now int64, maxGate time.Duration) int64 {
+	if maxGate <= 0 {
+		maxGate = store.DefaultMaxGate
+	}
+	return now + int64(maxGate/time.Microsecond)
 }
 
 // Close marks the store closed; later calls fail with store.ErrClosed.
@@ -214,8 +222,9 @@ func (s *Store) Close() error {
 }
 
 // observe ends the in-flight registration ticket (if any) and applies obs to
-// the gate; it returns the gate's state afterwards. s.mu must be held.
-func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation, now int64) time.Time {
+// the gate, closing it no later than limit (µs); it returns the gate's state
+// afterwards. s.mu must be held.
+func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation, now, limit int64) time.Time {
 	g := s.gates[key]
 	var cur int64
 	if g != nil {
@@ -226,14 +235,14 @@ func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation,
 	}
 	target := cur
 	if !obs.CloseUntil.IsZero() {
-		if until := obs.CloseUntil.UnixMicro(); until > now && until > target {
+		if until := min(obs.CloseUntil.UnixMicro(), limit); until > now && until > target {
 			target = until
 		}
 	}
 	hasQuota := obs.HasQuota && !obs.Reset.IsZero()
 	remaining, reset := max(obs.Remaining, 0), int64(0)
 	if hasQuota {
-		reset = obs.Reset.UnixMicro()
+		reset = min(obs.Reset.UnixMicro(), limit)
 		// Only an exhausted quota closes the gate outright (until the
 		// reset). A remaining count at or below the calls in flight is
 		// enforced by Admit from the known quota, not by a sticky close:

@@ -36,7 +36,7 @@ func TestSweepBoundsGrowth(t *testing.T) {
 	for i := range 1000 {
 		g := store.GateKey{Tenant: fmt.Sprintf("t%d", i), Scope: "github"}
 		// A known quota (for 30 s), so that the attempt is registered.
-		if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 100, Reset: t0.Add(30 * time.Second)}, t0); err != nil {
+		if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 100, Reset: t0.Add(30 * time.Second)}, Now: t0}); err != nil {
 			t.Fatal(err)
 		}
 		a, err := s.Admit(ctx, store.AdmitRequest{
@@ -63,13 +63,13 @@ func TestSweepBoundsGrowth(t *testing.T) {
 	if _, err := s.GateState(ctx, store.GateKey{}, t0.Add(90*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(90*time.Second)); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "x"}, Obs: store.Observation{}, Now: t0.Add(90 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Len(); n != 500 {
 		t.Fatalf("Len = %d after 90 s, want 500 (gates with tickets still in flight)", n)
 	}
-	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(store.DefaultTicketTTL+time.Second)); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "x"}, Obs: store.Observation{}, Now: t0.Add(store.DefaultTicketTTL + time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Len(); n != 0 {
@@ -98,7 +98,7 @@ func TestUnregisteredAdmitsKeepNoGate(t *testing.T) {
 	if n := s.Len(); n != 2000 {
 		t.Fatalf("Len = %d, want 2000 (pacing, budgets; no gates)", n)
 	}
-	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(90*time.Second)); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "x"}, Obs: store.Observation{}, Now: t0.Add(90 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Len(); n != 0 {
@@ -114,16 +114,16 @@ func TestWithTicketTTL(t *testing.T) {
 	t0 := storetest.T0
 	reset := t0.Add(time.Hour)
 	// A known quota of 1: the attempt is registered and uses it up.
-	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 1, Reset: reset}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 1, Reset: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if a, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || a.Ticket.ID == "" {
 		t.Fatalf("Admit = %+v, %v; want registered", a, err)
 	}
-	if until, _ := s.GateState(ctx, g, t0.Add(time.Second-time.Microsecond)); !until.Equal(reset) {
+	if until, _ := s.GateState(ctx, g, t0.Add(time.Second-time.Microsecond)); !until.ClosedUntil.Equal(reset) {
 		t.Fatal("ticket not in flight before its 1 s TTL")
 	}
-	if until, _ := s.GateState(ctx, g, t0.Add(time.Second)); !until.IsZero() {
+	if until, _ := s.GateState(ctx, g, t0.Add(time.Second)); !until.ClosedUntil.IsZero() {
 		t.Fatal("ticket still in flight after its 1 s TTL")
 	}
 }
@@ -153,7 +153,7 @@ func TestSweepQuota(t *testing.T) {
 	t0 := storetest.T0
 	for i := range 100 {
 		g := store.GateKey{Tenant: "acme", Scope: fmt.Sprintf("s%d", i)}
-		if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 5, Reset: t0.Add(time.Minute)}, t0); err != nil {
+		if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 5, Reset: t0.Add(time.Minute)}, Now: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -163,13 +163,13 @@ func TestSweepQuota(t *testing.T) {
 	if _, err := s.GateState(ctx, store.GateKey{}, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(30*time.Second)); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "x"}, Obs: store.Observation{}, Now: t0.Add(30 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Len(); n != 100 {
 		t.Fatalf("Len = %d before the reset, want 100", n)
 	}
-	if _, err := s.Observe(ctx, store.GateKey{Tenant: "x"}, store.Observation{}, t0.Add(time.Minute)); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "x"}, Obs: store.Observation{}, Now: t0.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Len(); n != 0 {

@@ -272,7 +272,7 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 
 // Complete implements store.Store in one script call.
 func (s *Store) Complete(ctx context.Context, req store.CompleteRequest) (store.CompleteResult, error) {
-	until, allowed, err := s.complete(ctx, "complete", req.Gate, req.Ticket.ID, req.Obs, req.SpendRetry, req.Budget, micros(req.Now))
+	until, allowed, err := s.complete(ctx, "complete", req.Gate, req.Ticket.ID, req.Obs, req.SpendRetry, req.Budget, micros(req.Now), req.MaxGate)
 	if err != nil {
 		return store.CompleteResult{}, err
 	}
@@ -280,20 +280,24 @@ func (s *Store) Complete(ctx context.Context, req store.CompleteRequest) (store.
 }
 
 // Observe implements store.Store in one script call.
-func (s *Store) Observe(ctx context.Context, gate store.GateKey, obs store.Observation, now time.Time) (time.Time, error) {
-	until, _, err := s.complete(ctx, "observe", gate, "", obs, false, store.BudgetConfig{}, micros(now))
-	return until, err
+func (s *Store) Observe(ctx context.Context, req store.ObserveRequest) (store.GateStatus, error) {
+	until, _, err := s.complete(ctx, "observe", req.Gate, "", req.Obs, false, store.BudgetConfig{}, micros(req.Now), req.MaxGate)
+	return store.GateStatus{ClosedUntil: until}, err
 }
 
 func (s *Store) complete(ctx context.Context, op string, g store.GateKey, ticket string, obs store.Observation,
-	spend bool, budget store.BudgetConfig, now int64,
+	spend bool, budget store.BudgetConfig, now int64, maxGate time.Duration,
 ) (time.Time, bool, error) {
+	if maxGate <= 0 {
+		maxGate = store.DefaultMaxGate
+	}
+	limit := now + int64(maxGate/time.Microsecond)
 	closeUntil, hasQuota, reset := int64(0), "0", int64(0)
 	if !obs.CloseUntil.IsZero() {
-		closeUntil = obs.CloseUntil.UnixMicro()
+		closeUntil = min(obs.CloseUntil.UnixMicro(), limit)
 	}
 	if obs.HasQuota && !obs.Reset.IsZero() {
-		hasQuota, reset = "1", obs.Reset.UnixMicro()
+		hasQuota, reset = "1", min(obs.Reset.UnixMicro(), limit)
 	}
 	spendArg, window := "0", int64(0)
 	if spend {
@@ -320,13 +324,13 @@ func (s *Store) complete(ctx context.Context, op string, g store.GateKey, ticket
 }
 
 // GateState implements store.Store in one (read-only) script call.
-func (s *Store) GateState(ctx context.Context, gate store.GateKey, now time.Time) (time.Time, error) {
+func (s *Store) GateState(ctx context.Context, gate store.GateKey, now time.Time) (store.GateStatus, error) {
 	v, err := stateScript.Run(ctx, s.client,
 		[]string{s.keys.gate(gate), s.keys.inflight(gate), s.keys.quota(gate)}, micros(now)).Int64()
 	if err != nil {
-		return time.Time{}, s.wrap("gate state", err)
+		return store.GateStatus{}, s.wrap("gate state", err)
 	}
-	return timeOf(v), nil
+	return store.GateStatus{ClosedUntil: timeOf(v)}, nil
 }
 
 // InFlight implements store.InFlightCounter: one ZCOUNT.

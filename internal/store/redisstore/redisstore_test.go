@@ -78,7 +78,7 @@ func TestEveryKeyExpires(t *testing.T) {
 	budget := store.BudgetConfig{Ratio: 0.5, FloorPerSecond: 1, Window: 5 * time.Second}
 
 	// A known quota, so that Admit registers attempts in flight.
-	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 10, Reset: t0.Add(90 * time.Second)}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 10, Reset: t0.Add(90 * time.Second)}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := s.Admit(ctx, store.AdmitRequest{
@@ -104,14 +104,13 @@ func TestEveryKeyExpires(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 10, Reset: t0.Add(90 * time.Second)}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 10, Reset: t0.Add(90 * time.Second)}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GateState(ctx, g, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Observe(ctx, store.GateKey{Tenant: "globex", Scope: "jira"},
-		store.Observation{HasQuota: true, Remaining: 0, Reset: t0.Add(time.Minute)}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "globex", Scope: "jira"}, Obs: store.Observation{HasQuota: true, Remaining: 0, Reset: t0.Add(time.Minute)}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -270,7 +269,7 @@ func TestReplicasShareState(t *testing.T) {
 	// With a known quota, two calls in flight on A, one on B; B's response
 	// says 2 left: the two others will use them, so the gate closes for
 	// both replicas.
-	if _, err := a.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 100, Reset: reset}, t0); err != nil {
+	if _, err := a.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 100, Reset: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	var tickets []store.Ticket
@@ -340,7 +339,7 @@ func TestReplicasShareQuota(t *testing.T) {
 	t0 := storetest.T0
 	g := store.GateKey{Tenant: "acme", Scope: "github"}
 	reset := t0.Add(time.Minute)
-	if _, err := a.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 3, Reset: reset}, t0); err != nil {
+	if _, err := a.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 3, Reset: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []*redisstore.Store{b, a, b} {
@@ -352,7 +351,7 @@ func TestReplicasShareQuota(t *testing.T) {
 		if adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: t0}); err != nil || !adm.GateClosedUntil.Equal(reset) {
 			t.Fatalf("Admit 4 = %+v, %v; want closed by the shared quota", adm, err)
 		}
-		if until, err := s.GateState(ctx, g, t0); err != nil || !until.Equal(reset) {
+		if until, err := s.GateState(ctx, g, t0); err != nil || !until.ClosedUntil.Equal(reset) {
 			t.Fatalf("GateState = %v, %v", until, err)
 		}
 	}
@@ -369,7 +368,7 @@ func TestQuotaKey(t *testing.T) {
 	g := store.GateKey{Tenant: "acme", Scope: "github"}
 	const key = "rb:v1:{t:acme}:q:github:"
 	reset := t0.Add(time.Minute)
-	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 1 << 62, Reset: reset}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 1 << 62, Reset: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := c.PTTL(ctx, key).Val(); ttl < time.Minute || ttl > time.Minute+10*time.Second {
@@ -383,7 +382,7 @@ func TestQuotaKey(t *testing.T) {
 	}
 	// Still within the window, the provider says it reset.
 	now := reset.Add(-500 * time.Millisecond)
-	if _, err := s.Observe(ctx, g, store.Observation{HasQuota: true, Remaining: 7, Reset: now}, now); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 7, Reset: now}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Exists(ctx, key).Val(); n != 0 {
@@ -493,10 +492,10 @@ func TestAdmitOneRoundTrip(t *testing.T) {
 	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: free, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Observe(ctx, known, store.Observation{HasQuota: true, Remaining: 1000, Reset: reset}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: known, Obs: store.Observation{HasQuota: true, Remaining: 1000, Reset: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Observe(ctx, closed, store.Observation{CloseUntil: reset}, t0); err != nil {
+	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: closed, Obs: store.Observation{CloseUntil: reset}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	slow := store.PaceConfig{Rate: 1e-3, Burst: 1} // one an hour (the longest interval)

@@ -166,11 +166,11 @@ func complete(t *testing.T, s store.Store, req store.CompleteRequest) store.Comp
 
 func observe(t *testing.T, s store.Store, g store.GateKey, obs store.Observation, now time.Time) time.Time {
 	t.Helper()
-	until, err := s.Observe(ctxT(t), g, obs, now)
+	until, err := s.Observe(ctxT(t), store.ObserveRequest{Gate: g, Obs: obs, Now: now})
 	if err != nil {
 		t.Fatalf("Observe: %v", err)
 	}
-	return until
+	return until.ClosedUntil
 }
 
 func gateState(t *testing.T, s store.Store, g store.GateKey, now time.Time) time.Time {
@@ -179,7 +179,7 @@ func gateState(t *testing.T, s store.Store, g store.GateKey, now time.Time) time
 	if err != nil {
 		t.Fatalf("GateState: %v", err)
 	}
-	return until
+	return until.ClosedUntil
 }
 
 // assertInFlight checks, through the quota rule alone, that exactly want
