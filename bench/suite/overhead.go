@@ -146,11 +146,11 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	}
 	st := memstore.New()
 	defer st.Close()
-	tr := egress.NewTransport(egress.ClientConfig{}) // cmd/broker's defaults
-	defer tr.CloseIdleConnections()
+	clients := egress.NewClients(egress.ClientConfig{}) // cmd/broker's defaults
+	defer clients.CloseIdleConnections()
 	tp := noop.NewTracerProvider()
-	runner := &engine.Runner{Store: st, Tracer: tp.Tracer("bench"), Propagator: propagation.TraceContext{}, Observer: metrics.New()}
-	exec := &server.Executor{Runner: runner, Transport: tr}
+	runner := engine.NewRunner(st, engine.WithTracer(tp.Tracer("bench")), engine.WithPropagator(propagation.TraceContext{}), engine.WithObserver(metrics.New()))
+	exec := &server.Executor{Runner: runner, Clients: clients}
 
 	servers := map[string]*inproc{}
 	defer func() {

@@ -29,7 +29,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/retrybroker/retrybroker/internal/auth"
@@ -209,18 +208,16 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		return err
 	}
 	defer st.Close()
-	transport := egress.NewTransport(egress.ClientConfig{})
-	defer transport.CloseIdleConnections()
-	runner := &engine.Runner{
-		Store:      st,
-		Tracer:     tp.Tracer("github.com/retrybroker/retrybroker"),
-		Propagator: otel.GetTextMapPropagator(),
-		Observer:   mets,
-	}
-	exec := &server.Executor{Runner: runner, Transport: transport, GuardOptions: selfGuard}
+	clients := egress.NewClients(egress.ClientConfig{}, selfGuard...)
+	defer clients.CloseIdleConnections()
+	runner := engine.NewRunner(st,
+		engine.WithTracer(tp.Tracer("github.com/retrybroker/retrybroker")),
+		engine.WithPropagator(otel.GetTextMapPropagator()),
+		engine.WithObserver(mets),
+	)
+	exec := &server.Executor{Runner: runner, Clients: clients, Logger: logger}
 	afterReload.Store(func() {
-		exec.ForgetPolicies() // the reload replaced every policy
-		debug.FreeOSMemory()
+		debug.FreeOSMemory() // the reload replaced every policy (and their clients)
 	})
 	svcOpts := []server.Option{server.WithExecutor(exec), server.WithPolicyResolver(auth.ResolvePolicy)}
 	grpcCfg := server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection, Creds: creds}
@@ -255,11 +252,31 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: health NOT_SERVING, then graceful stop", "timeout", o.shutdownTimeout)
-	hs.Shutdown() // every service reports NOT_SERVING from now on
+	shutdown(logger, gs, hs, runner, o.shutdownTimeout)
+	<-errc
+	return nil
+}
+
+// drainGrace is how long, after the drain deadline, answers to the calls the
+// drain ended get to leave before connections are cut.
+const drainGrace = time.Second
+
+// shutdown stops serving: health reports NOT_SERVING and ends its Watch
+// streams (so they hold nothing), calls parked in waits that would outlast
+// the timeout end at once with their attempts, OUTCOME_SHUTTING_DOWN and a
+// retry_after, and calls still sending when it passes end the same way;
+// then the server stops gracefully, and is cut after a short grace.
+func shutdown(logger *slog.Logger, gs interface {
+	GracefulStop()
+	Stop()
+}, hs *server.Health, runner *engine.Runner, timeout time.Duration,
+) {
+	logger.Info("shutting down: health NOT_SERVING, then graceful stop", "timeout", timeout)
+	hs.Shutdown()
+	runner.Drain(time.Now().Add(timeout))
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
-	t := time.NewTimer(o.shutdownTimeout)
+	t := time.NewTimer(timeout + drainGrace)
 	defer t.Stop()
 	select {
 	case <-done:
@@ -268,8 +285,6 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		gs.Stop()
 		<-done
 	}
-	<-errc
-	return nil
 }
 
 // configCommand runs `broker config check FILE`.
@@ -309,7 +324,7 @@ func openStore(ctx context.Context, redisURL string, logger *slog.Logger) (store
 
 // watchStoreHealth mirrors the Fallback's state into the health service and
 // the degraded gauge.
-func watchStoreHealth(st store.Store, hs *health.Server, mets *metrics.Metrics, logger *slog.Logger) {
+func watchStoreHealth(st store.Store, hs *server.Health, mets *metrics.Metrics, logger *slog.Logger) {
 	hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
 	fb, ok := st.(*store.Fallback)
 	if !ok {

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrybroker/retrybroker/internal/config"
-	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
@@ -87,8 +86,10 @@ func WithOnFailure(fn func(ctx context.Context, err error)) Option {
 	return func(o *options) { o.onFailure = fn }
 }
 
-// New returns an authenticator for server.GRPCConfig.Auth. For each call it
-// takes the configuration from dir (so reloads apply to the next call),
+// New returns an authenticator for the gRPC server's tap (it is a
+// server.AuthFunc): it runs when a call's headers arrive, before any message
+// is read, and only hashes the key and looks it up. For each call it takes
+// the configuration from dir (so reloads apply to the next call),
 // identifies the tenant, and returns ctx carrying it (tenant.FromContext)
 // and its Identity (IdentityFromContext).
 //
@@ -108,7 +109,7 @@ func WithOnFailure(fn func(ctx context.Context, err error)) Option {
 //   - A key and a certificate naming different tenants give
 //     PERMISSION_DENIED MsgKeyCertMismatch.
 //   - dir returning nil gives UNAVAILABLE MsgNoConfiguration.
-func New(dir func() *config.Directory, opts ...Option) server.AuthFunc {
+func New(dir func() *config.Directory, opts ...Option) func(context.Context) (context.Context, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)

@@ -48,8 +48,9 @@ var ErrTooManyRedirects = errors.New("egress: too many redirects")
 // ClientConfig configures NewTransport and NewClient. Zero fields take the
 // documented defaults.
 type ClientConfig struct {
-	// Guard is used for requests whose context carries none (see
-	// WithGuard). nil means the default rules.
+	// Guard checks the destinations of NewTransport's own RoundTrip and
+	// NewClient's client. nil means the default rules. Clients binds each
+	// policy's guard instead (see Clients).
 	Guard *Guard
 	// Resolver resolves host names. nil means net.DefaultResolver.
 	Resolver Resolver
@@ -102,9 +103,9 @@ type ClientConfig struct {
 	Timeout time.Duration
 }
 
-// Transport is an http.RoundTripper that sends each request under the
-// guard carried by its context (WithGuard), or the configured default
-// guard. It keeps one *http.Transport, and so one connection pool, per
+// Transport is an http.RoundTripper that sends each request under its
+// configured guard, and hands out round trippers bound to other guards
+// (Bind). It keeps one *http.Transport, and so one connection pool, per
 // distinct guard (guards with identical settings share one): a pooled
 // connection is only ever reused under a guard that decides exactly like
 // the guard that accepted it, and every new connection is checked. Create
@@ -165,16 +166,30 @@ func NewTransport(cfg ClientConfig) *Transport {
 	return t
 }
 
-// RoundTrip sends req under the guard of its context. It refuses, without
-// opening a connection, a URL that is not http or https or has no host
-// (error wrapping ErrInvalidURL), and a host refused by Guard.CheckHost or,
-// for an IP literal, by Guard.Check (error wrapping *RefusedError).
-// Addresses of names are checked when dialled.
+// RoundTrip sends req under the configured guard (ClientConfig.Guard). It
+// refuses, without opening a connection, a URL that is not http or https or
+// has no host (error wrapping ErrInvalidURL), and a host refused by
+// Guard.CheckHost or, for an IP literal, by Guard.Check (error wrapping
+// *RefusedError). Addresses of names are checked when dialled.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	g, ok := GuardFrom(req.Context())
-	if !ok {
-		g = t.cfg.Guard
-	}
+	return t.roundTrip(t.cfg.Guard, req)
+}
+
+// Bind returns a round tripper that sends every request under g, exactly as
+// RoundTrip does under the configured guard, through g's connection pool.
+func (t *Transport) Bind(g *Guard) http.RoundTripper { return &boundTransport{t: t, g: g} }
+
+// boundTransport is a Transport bound to one guard.
+type boundTransport struct {
+	t *Transport
+	g *Guard
+}
+
+func (b *boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return b.t.roundTrip(b.g, req)
+}
+
+func (t *Transport) roundTrip(g *Guard, req *http.Request) (*http.Response, error) {
 	if err := t.precheck(g, req.URL); err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -397,6 +412,13 @@ func redirectPolicy(cfg ClientConfig) func(*http.Request, []*http.Request) error
 		crossed := origin(req.URL) != first
 		for _, v := range via[1:] {
 			crossed = crossed || origin(v.URL) != first
+		}
+		// net/http sets Referer to the previous URL, query included, and a
+		// query may carry an API key: a hop never carries a Referer the
+		// caller did not send, and never one across origins.
+		req.Header.Del("Referer")
+		if own := via[0].Header.Get("Referer"); own != "" && !crossed {
+			req.Header.Set("Referer", own)
 		}
 		if crossed {
 			for k := range req.Header {

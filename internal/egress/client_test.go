@@ -109,23 +109,25 @@ func TestTransportPoolPerGuard(t *testing.T) {
 	// A name, not an IP literal: the pre-dial check on the URL cannot
 	// refuse it, only a fresh dial can.
 	res := newFakeResolver().Map("api.svc.test", "127.0.0.1")
-	c := newTestClient(t, egress.ClientConfig{}, res, rec)
+	tr := newTestClient(t, egress.ClientConfig{}, res, rec).Transport.(*egress.Transport)
 	target := hostURL("api.svc.test", srv.Port())
-	tenantA := egress.WithGuard(context.Background(), mustGuard(t, egress.AllowPrefixes(loopback32)))
-	tenantB := egress.WithGuard(context.Background(), mustGuard(t)) // default rules
-	sameAsA := egress.WithGuard(context.Background(), mustGuard(t, egress.AllowPrefixes(loopback32)))
+	bound := func(g *egress.Guard) *http.Client { return &http.Client{Transport: tr.Bind(g)} }
+	tenantA := bound(mustGuard(t, egress.AllowPrefixes(loopback32)))
+	tenantB := bound(mustGuard(t)) // default rules
+	sameAsA := bound(mustGuard(t, egress.AllowPrefixes(loopback32)))
+	ctx := context.Background()
 
-	resp := mustGet(t, tenantA, c, target, nil)
+	resp := mustGet(t, ctx, tenantA, target, nil)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close() // the connection goes back to A's pool
 
-	_, err := get(tenantB, c, target, nil)
+	_, err := get(ctx, tenantB, target, nil)
 	assertRefused(t, err)
 	if n := len(srv.Requests()); n != 1 {
 		t.Fatalf("server got %d requests, want 1: tenant B reached it", n)
 	}
 
-	resp = mustGet(t, sameAsA, c, target, nil)
+	resp = mustGet(t, ctx, sameAsA, target, nil)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if n := srv.conns.Load(); n != 1 {
@@ -140,11 +142,10 @@ func TestTransportEvictsPoolsBeyondMax(t *testing.T) {
 	srv := newUpstream(t, nil)
 	tr := egress.NewTransport(egress.ClientConfig{MaxPools: 1, Resolver: newFakeResolver()})
 	t.Cleanup(tr.CloseIdleConnections)
-	c := &http.Client{Transport: tr}
 	g1 := mustGuard(t, egress.AllowPrefixes(loopback32))
 	g2 := mustGuard(t, egress.AllowPrefixes(loopback32), egress.AllowPorts(srv.AddrPort().Port()))
 	for i, g := range []*egress.Guard{g1, g2, g1} {
-		resp := mustGet(t, egress.WithGuard(context.Background(), g), c, srv.URL, nil)
+		resp := mustGet(t, context.Background(), &http.Client{Transport: tr.Bind(g)}, srv.URL, nil)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 		if want := int32(i + 1); srv.conns.Load() != want {
@@ -439,16 +440,27 @@ func TestNewClientHasNoJarAndNoProxy(t *testing.T) {
 	}
 }
 
-// TestRedirectPolicySharedTransport: clients with different redirect
-// settings share one Transport through RedirectPolicy.
-func TestRedirectPolicySharedTransport(t *testing.T) {
+// TestClientsShareOneTransport: policies with different redirect settings
+// but the same destination rules get their own clients over one Transport,
+// and each policy's client is built once.
+func TestClientsShareOneTransport(t *testing.T) {
 	final := newUpstream(t, nil)
 	start := redirector(t, func(*http.Request) string { return final.URL + "/final" })
-	tr := egress.NewTransport(egress.ClientConfig{Guard: mustGuard(t, egress.AllowPrefixes(loopback32)), Resolver: newFakeResolver()})
-	t.Cleanup(tr.CloseIdleConnections)
-	noFollow := &http.Client{Transport: tr, CheckRedirect: egress.RedirectPolicy(egress.ClientConfig{})}
-	follow := &http.Client{Transport: tr, CheckRedirect: egress.RedirectPolicy(egress.ClientConfig{FollowRedirects: true, MaxRedirects: 1})}
-
+	owner := egress.NewClients(egress.ClientConfig{Resolver: newFakeResolver()})
+	t.Cleanup(owner.CloseIdleConnections)
+	noFollowRules := mustRules(t, egress.RulesConfig{AllowPrefixes: []netip.Prefix{loopback32}})
+	followRules := mustRules(t, egress.RulesConfig{AllowPrefixes: []netip.Prefix{loopback32}, MaxRedirects: 1})
+	noFollow, err := owner.For(noFollowRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow, err := owner.For(followRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := owner.For(followRules); again != follow {
+		t.Error("For built a second client for the same rules")
+	}
 	if resp := mustGet(t, context.Background(), noFollow, start.URL, nil); resp.StatusCode != http.StatusFound {
 		t.Errorf("no-follow client got %d", resp.StatusCode)
 	}
@@ -459,4 +471,94 @@ func TestRedirectPolicySharedTransport(t *testing.T) {
 	if reqs := final.Requests(); len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "" {
 		t.Errorf("final requests %d, Authorization stripped: %v", len(reqs), len(reqs) == 1 && reqs[0].Header.Get("Authorization") == "")
 	}
+	// Another owner (a new broker wiring) builds its own client for the
+	// same rules rather than reuse the first owner's.
+	other := egress.NewClients(egress.ClientConfig{Resolver: newFakeResolver()})
+	t.Cleanup(other.CloseIdleConnections)
+	if c, _ := other.For(followRules); c == follow {
+		t.Error("a second owner reused the first owner's client")
+	}
+}
+
+// TestClientsDefaultRulesRefuseLoopback: nil rules are the default rules,
+// and the owner's base options (the broker's own address) apply to every
+// policy, even one that allows the address's range.
+func TestClientsDefaultRulesRefuseLoopback(t *testing.T) {
+	srv := newUpstream(t, nil)
+	rec := &recordingDialer{}
+	self := netip.MustParseAddrPort(srv.Listener.Addr().String())
+	owner := egress.NewClients(egress.ClientConfig{Resolver: newFakeResolver(), DialFunc: rec.Dial}, egress.SelfAddrs(self))
+	t.Cleanup(owner.CloseIdleConnections)
+	def, err := owner.For(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(context.Background(), def, srv.URL, nil)
+	assertRefused(t, err)
+	loop, err := owner.For(mustRules(t, egress.RulesConfig{AllowPrefixes: []netip.Prefix{loopback32}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(context.Background(), loop, srv.URL, nil)
+	assertRefused(t, err)
+	if a := rec.Addrs(); len(a) != 0 {
+		t.Errorf("dialled %v, want nothing", a)
+	}
+}
+
+func TestNewRulesRejectsBadHostPattern(t *testing.T) {
+	if _, err := egress.NewRules(egress.RulesConfig{AllowHosts: []string{"exa mple.com"}}); err == nil {
+		t.Error("NewRules accepted an invalid host pattern")
+	}
+	if _, err := egress.NewRules(egress.RulesConfig{AllowPorts: []uint16{0}}); err == nil {
+		t.Error("NewRules accepted port 0")
+	}
+}
+
+// TestClientRedirectNeverLeaksReferer: net/http sets Referer to the
+// previous URL on a followed redirect, query and all; a query may carry an
+// API key. A cross-origin hop carries no Referer at all, and a same-origin
+// hop carries only the caller's own.
+func TestClientRedirectNeverLeaksReferer(t *testing.T) {
+	final := newUpstream(t, nil)
+	start := redirector(t, func(*http.Request) string { return final.URL + "/final" })
+	c := newTestClient(t, followConfig(), nil, nil)
+	mustGet(t, context.Background(), c, start.URL+"/start?api_key=secret-in-query", nil)
+	mustGet(t, context.Background(), c, start.URL+"/start?api_key=secret-in-query", http.Header{"Referer": {"https://caller.example/page"}})
+	reqs := final.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("final got %d requests", len(reqs))
+	}
+	for i, r := range reqs {
+		if ref := r.Header.Get("Referer"); ref != "" {
+			t.Errorf("cross-origin hop %d carried Referer %q", i, ref)
+		}
+	}
+
+	same := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/start" {
+			http.Redirect(w, r, "/final", http.StatusFound)
+		}
+	})
+	mustGet(t, context.Background(), c, same.URL+"/start?api_key=secret-in-query", nil)
+	sreqs := same.Requests()
+	if len(sreqs) != 2 {
+		t.Fatalf("same-origin server got %d requests", len(sreqs))
+	}
+	if ref := sreqs[1].Header.Get("Referer"); ref != "" {
+		t.Errorf("same-origin hop carried Referer %q the caller never sent", ref)
+	}
+	mustGet(t, context.Background(), c, same.URL+"/start?api_key=secret-in-query", http.Header{"Referer": {"https://caller.example/page"}})
+	if ref := same.Requests()[3].Header.Get("Referer"); ref != "https://caller.example/page" {
+		t.Errorf("same-origin hop Referer %q, want the caller's own", ref)
+	}
+}
+
+func mustRules(t *testing.T, cfg egress.RulesConfig) *egress.Rules {
+	t.Helper()
+	r, err := egress.NewRules(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -42,8 +42,7 @@ const DefaultDialTimeout = 10 * time.Second
 // the address checked, so DNS rebinding between check and connect is not
 // possible. Happy Eyeballs (parallel IPv4/IPv6 racing) is not done.
 type Dialer struct {
-	// Guard is used when the context carries none (see WithGuard). nil
-	// means the default rules.
+	// Guard checks every destination. nil means the default rules.
 	Guard *Guard
 	// Resolver resolves host names. nil means net.DefaultResolver.
 	Resolver Resolver
@@ -57,14 +56,9 @@ type Dialer struct {
 }
 
 // DialContext connects to address ("host:port") on network ("tcp",
-// "tcp4" or "tcp6") under the guard from ctx, or d.Guard when ctx carries
-// none.
+// "tcp4" or "tcp6") under d.Guard.
 func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	g, ok := GuardFrom(ctx)
-	if !ok {
-		g = d.Guard
-	}
-	return d.dial(ctx, g, network, address)
+	return d.dial(ctx, d.Guard, network, address)
 }
 
 func (d *Dialer) dial(ctx context.Context, g *Guard, network, address string) (net.Conn, error) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
@@ -130,7 +131,7 @@ func TestDialerResolvedLoopbackRefused(t *testing.T) {
 	}
 }
 
-func TestDialerGuardFromContext(t *testing.T) {
+func TestDialerGuard(t *testing.T) {
 	srv := newUpstream(t, nil)
 	rec := &recordingDialer{}
 	d := &egress.Dialer{Resolver: newFakeResolver(), DialFunc: rec.Dial} // default rules
@@ -138,16 +139,37 @@ func TestDialerGuardFromContext(t *testing.T) {
 
 	_, err := d.DialContext(context.Background(), "tcp", addr)
 	assertRefused(t, err)
+	if a := rec.Addrs(); len(a) != 0 {
+		t.Fatalf("default rules dialled %v", a)
+	}
 
-	ctx := egress.WithGuard(context.Background(), mustGuard(t, egress.AllowPrefixes(loopback32)))
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	allowed := &egress.Dialer{Guard: mustGuard(t, egress.AllowPrefixes(loopback32)), Resolver: newFakeResolver(), DialFunc: rec.Dial}
+	conn, err := allowed.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
-		t.Fatalf("with the context's allowlist: %v", err)
+		t.Fatalf("with the allowlist: %v", err)
 	}
 	_ = conn.Close()
+}
 
-	if g, ok := egress.GuardFrom(context.Background()); ok || g != nil {
-		t.Errorf("GuardFrom(empty) = %v, %v", g, ok)
+// TestRefusedCallerMessageHidesResolvedAddress: the caller learns the host
+// and the range class, never the internal address a name resolved to.
+func TestRefusedCallerMessageHidesResolvedAddress(t *testing.T) {
+	rec := &recordingDialer{}
+	d := &egress.Dialer{Resolver: newFakeResolver().Map("db.corp.example", "10.20.30.40"), DialFunc: rec.Dial}
+	_, err := d.DialContext(context.Background(), "tcp", "db.corp.example:443")
+	re := assertRefused(t, err)
+	msg := re.CallerMessage()
+	if strings.Contains(msg, "10.20.30.40") {
+		t.Errorf("caller message %q reveals the resolved address", msg)
+	}
+	if !strings.Contains(msg, "db.corp.example") || !strings.Contains(msg, "private") {
+		t.Errorf("caller message %q should name the host and the range class", msg)
+	}
+	if !strings.Contains(re.Error(), "10.20.30.40") {
+		t.Errorf("server-side message %q should keep the address for the log", re.Error())
+	}
+	if a := rec.Addrs(); len(a) != 0 {
+		t.Errorf("dialled %v", a)
 	}
 }
 

@@ -23,17 +23,24 @@
 //
 // # One transport, many tenants
 //
-// [Transport] takes the guard of each request from its context
-// ([WithGuard]) and keeps a separate *http.Transport, and therefore a
-// separate connection pool, per distinct guard. A connection opened under
+// [Clients] is the one owner of the broker's guarded clients. A policy's
+// destination rules ([Rules], built once when the policy loads) become,
+// once per owner, a guard (the rules plus the broker's own addresses) and
+// an *http.Client whose transport is bound to that guard
+// ([Transport.Bind]); the client is kept with the rules, so a call looks
+// nothing up. [Transport] keeps a separate *http.Transport, and therefore a
+// separate connection pool, per distinct guard: a connection opened under
 // one tenant's allowlist is never reused for a tenant whose guard would
-// have refused it.
+// have refused it. No guard travels in a context.
 //
 // # Redirects and proxies
 //
-// [NewClient] does not follow redirects unless asked. When it does, every
-// hop is dialled through the same guard, and credentials are stripped once
-// the origin (scheme, host or port) changes. Environment proxy variables
+// [NewClient] (and every client of [Clients]) does not follow redirects
+// unless asked. When it does, every hop is dialled through the same guard,
+// and credentials are stripped once the origin (scheme, host or port)
+// changes. A hop never carries a Referer the caller did not send (net/http
+// would send the previous URL, query and API keys included), and never one
+// across origins. Environment proxy variables
 // (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) are always ignored; a proxy is used
 // only when [ClientConfig.Proxy] is set.
 //

@@ -1,7 +1,6 @@
 package egress_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -30,14 +29,15 @@ func ExampleGuard_Check() {
 	// 93.184.216.34:443 allowed
 }
 
-func ExampleWithGuard() {
-	// One client for every tenant; each request carries its tenant's guard.
-	client := egress.NewClient(egress.ClientConfig{})
-	defer client.CloseIdleConnections()
-	devTenant, _ := egress.NewGuard(egress.AllowPrefixes(netip.MustParsePrefix("127.0.0.1/32")))
-	ctx := egress.WithGuard(context.Background(), devTenant)
-	g, _ := egress.GuardFrom(ctx)
-	fmt.Println(g == devTenant)
+func ExampleClients() {
+	// One owner for the broker; one guarded client per policy's rules,
+	// built once and kept with the rules.
+	owner := egress.NewClients(egress.ClientConfig{})
+	defer owner.CloseIdleConnections()
+	devTenant, _ := egress.NewRules(egress.RulesConfig{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	a, _ := owner.For(devTenant)
+	b, _ := owner.For(devTenant)
+	fmt.Println(a == b)
 	// Output: true
 }
 

@@ -28,6 +28,20 @@ type RefusedError struct {
 	Reason string
 }
 
+// CallerMessage describes the refusal for the caller who asked for the
+// destination: it names the host and the range class, but not the address a
+// name resolved to (that is internal network information, kept for the
+// server log in Error). An IP literal the caller gave is repeated.
+func (e *RefusedError) CallerMessage() string {
+	if e.Host != "" {
+		return fmt.Sprintf("destination host %q refused: %s", e.Host, e.Reason)
+	}
+	if e.Addr.IsValid() {
+		return fmt.Sprintf("destination %s refused: %s", e.Addr, e.Reason)
+	}
+	return "destination refused: " + e.Reason
+}
+
 // Error describes the refusal, for example
 // "egress: destination 10.0.0.1:80 refused: private range 10.0.0.0/8".
 func (e *RefusedError) Error() string {
@@ -579,19 +593,4 @@ func InterfaceAddrs() ([]netip.Addr, error) {
 		}
 	}
 	return out, nil
-}
-
-type guardKey struct{}
-
-// WithGuard returns a context carrying g as the guard for requests made
-// with it. Transport and Dialer use it instead of their default guard.
-func WithGuard(ctx context.Context, g *Guard) context.Context {
-	return context.WithValue(ctx, guardKey{}, g)
-}
-
-// GuardFrom returns the guard set by WithGuard and true, or nil and false
-// when the context carries none.
-func GuardFrom(ctx context.Context) (*Guard, bool) {
-	g, ok := ctx.Value(guardKey{}).(*Guard)
-	return g, ok
 }

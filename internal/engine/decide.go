@@ -73,6 +73,15 @@ var reasonNames = [...]string{
 	ReasonShuttingDown:               "REASON_SHUTTING_DOWN",
 }
 
+// Reasons lists every Reason, in order.
+func Reasons() []Reason {
+	out := make([]Reason, len(reasonNames))
+	for i := range out {
+		out[i] = Reason(i)
+	}
+	return out
+}
+
 // String returns the proto enum name, e.g. "REASON_SERVER_HINT".
 func (r Reason) String() string {
 	if r < 0 || int(r) >= len(reasonNames) {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/store"
 )
 
 // JitterMode says how backoff delays are randomised.
@@ -185,6 +186,25 @@ type Policy struct {
 	MaxGate time.Duration
 	// Stream limits ExecuteStream calls of this policy.
 	Stream StreamLimits
+
+	// Shared state. The zero values disable each (DefaultPolicy leaves
+	// them off; the broker's standard policy, tenant.DefaultPolicy, turns
+	// the budget, learning and the breaker on).
+
+	// Budget limits retries per tenant.
+	Budget store.BudgetConfig
+	// Pace paces calls per (tenant, host); zero Rate disables it.
+	Pace store.PaceConfig
+	// Learning learns the quota of gates whose provider announces none.
+	Learning store.LearningConfig
+	// Breaker is each gate's failure breaker.
+	Breaker store.BreakerConfig
+	// GateByCredential keys cooldown gates by a fingerprint of the
+	// Authorization header as well as by provider or host.
+	GateByCredential bool
+	// FailClosed makes calls fail (UNAVAILABLE) when the shared store is
+	// unreachable, instead of serving on local state.
+	FailClosed bool
 
 	reader providers.HintReader // resolved by Validate
 }

@@ -83,9 +83,10 @@ func TestRetryBudgetSkipsRetries(t *testing.T) {
 	st := memstore.New()
 	defer st.Close()
 	f := newFixture(t, clock, st)
-	p := mustPolicy(t, nil)
+	p := mustPolicy(t, func(p *engine.Policy) {
+		p.Budget = store.BudgetConfig{Ratio: 0, FloorPerSecond: 0.2, Window: 10 * time.Second} // 2 retries per window
+	})
 	c := newCall(t, up.URL, "GET", p, "")
-	c.Budget = store.BudgetConfig{Ratio: 0, FloorPerSecond: 0.2, Window: 10 * time.Second} // 2 retries per window
 	res, err := f.runner.Run(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +107,11 @@ func TestPacingWaitsOrRefuses(t *testing.T) {
 	st := memstore.New()
 	defer st.Close()
 	f := newFixture(t, clock, st)
-	p := mustPolicy(t, func(p *engine.Policy) { p.TotalTimeout = 3 * time.Second })
+	p := mustPolicy(t, func(p *engine.Policy) {
+		p.TotalTimeout = 3 * time.Second
+		p.Pace = store.PaceConfig{Rate: 1, Burst: 1}
+	})
 	c := newCall(t, up.URL, "GET", p, "")
-	c.Pace = store.PaceConfig{Rate: 1, Burst: 1}
 	for i := range 3 {
 		res, err := f.runner.Run(t.Context(), c)
 		if err != nil || res.Outcome != engine.OutcomeSuccess {
@@ -119,9 +122,11 @@ func TestPacingWaitsOrRefuses(t *testing.T) {
 		t.Fatalf("pacing sleeps %v, want [1s 1s]", s)
 	}
 	// Burst the bucket with a total timeout too short for the next slot.
-	short := mustPolicy(t, func(p *engine.Policy) { p.TotalTimeout = 500 * time.Millisecond })
+	short := mustPolicy(t, func(p *engine.Policy) {
+		p.TotalTimeout = 500 * time.Millisecond
+		p.Pace = store.PaceConfig{Rate: 1, Burst: 1}
+	})
 	c2 := newCall(t, up.URL, "GET", short, "")
-	c2.Pace = c.Pace
 	_, err := f.runner.Run(t.Context(), c2)
 	var pe *engine.PacingError
 	if !errors.As(err, &pe) || pe.Wait <= 0 {

@@ -96,7 +96,7 @@ func newFixture(t *testing.T, clock engine.Clock, st store.Store) *fixture {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return &fixture{
-		runner: &engine.Runner{Clock: clock, Store: st, Tracer: tp.Tracer("test"), Rand: maxRand{}},
+		runner: engine.NewRunner(st, engine.WithClock(clock), engine.WithTracer(tp.Tracer("test")), engine.WithRand(maxRand{})),
 		clock:  clock, rec: rec, tp: tp,
 	}
 }

@@ -31,12 +31,17 @@ const (
 	AttrHintMS     = attribute.Key("retrybroker.decision.hint_ms")
 	// AttrProvider is the hint reader used.
 	AttrProvider = attribute.Key("retrybroker.provider")
+	// AttrProbe is true on an attempt that went out as the single unproven
+	// call of a learning gate or a half-open breaker.
+	AttrProbe = attribute.Key("retrybroker.probe")
+	// AttrRule names the provider catalog rule that decided.
+	AttrRule = attribute.Key("retrybroker.decision.rule")
 
 	attrWaitCause = attribute.Key("retrybroker.wait.cause")
 	attrWaitMS    = attribute.Key("retrybroker.wait.duration_ms")
 )
 
-func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int) (context.Context, trace.Span) {
+func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int, probe bool) (context.Context, trace.Span) {
 	host, port := c.URL.Hostname(), c.URL.Port()
 	if port == "" {
 		port = "80"
@@ -57,7 +62,10 @@ func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int) (context.
 	if n >= 2 {
 		attrs = append(attrs, attrResendCount.Int(n-1))
 	}
-	return r.Tracer.Start(ctx, c.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if probe {
+		attrs = append(attrs, AttrProbe.Bool(true))
+	}
+	return r.tracer.Start(ctx, c.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
 func setSpanStatus(span trace.Span, status int) {
@@ -84,5 +92,8 @@ func RecordDecision(span trace.Span, d Decision) {
 	}
 	if d.HasHint {
 		span.SetAttributes(AttrHintMS.Int64(d.Hint.Milliseconds()))
+	}
+	if d.Rule != "" {
+		span.SetAttributes(AttrRule.String(d.Rule))
 	}
 }

@@ -60,6 +60,15 @@ func (k TransportError) String() string {
 	return transportNames[k]
 }
 
+// TransportErrors lists every TransportError, TransportNone first.
+func TransportErrors() []TransportError {
+	out := make([]TransportError, len(transportNames))
+	for i := range out {
+		out[i] = TransportError(i)
+	}
+	return out
+}
+
 // ParseTransportError maps a vector name such as "connection_reset" to its
 // kind. It reports false for an unknown name.
 func ParseTransportError(name string) (TransportError, bool) {

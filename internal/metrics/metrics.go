@@ -1,6 +1,6 @@
 // Package metrics exports the broker's Prometheus metrics: attempts,
-// retries, retry delays, hints, calls in flight and parked, and the state
-// of the shared store.
+// retries, retry delays, hints, probes, calls in flight and parked, and the
+// state of the shared store.
 package metrics
 
 import (
@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/store"
 )
 
 // Metrics implements engine.Observer with Prometheus collectors.
@@ -23,6 +24,7 @@ type Metrics struct {
 	inFlight   prometheus.Gauge
 	waiting    *prometheus.GaugeVec
 	degraded   prometheus.Gauge
+	probes     *prometheus.CounterVec
 	registry   *prometheus.Registry
 	statusText [6]string
 }
@@ -61,9 +63,13 @@ func New() *Metrics {
 			Name: "retrybroker_store_degraded",
 			Help: "1 while the shared store is unreachable and the broker serves on local state.",
 		}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrybroker_probes_total",
+			Help: "Attempts sent as the single unproven call of a learning gate or a half-open breaker, by what they showed (accepted, refused, failed, none).",
+		}, []string{"result"}),
 		statusText: [6]string{"transport", "1xx", "2xx", "3xx", "4xx", "5xx"},
 	}
-	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded,
+	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -97,6 +103,9 @@ func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Deci
 		m.delays.WithLabelValues(src).Observe(d.Delay.Seconds())
 	}
 }
+
+// Probe counts a probe and what it showed.
+func (m *Metrics) Probe(result store.Result) { m.probes.WithLabelValues(result.String()).Inc() }
 
 // Waiting tracks calls parked in a wait.
 func (m *Metrics) Waiting(cause string, delta int) {

@@ -87,9 +87,9 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
 	st := memstore.New()
 	defer st.Close()
-	tr := egress.NewTransport(egress.ClientConfig{}) // the broker's defaults
+	tr := egress.NewClients(egress.ClientConfig{}) // the broker's defaults
 	defer tr.CloseIdleConnections()
-	exec := &server.Executor{Runner: &engine.Runner{Store: st}, Transport: tr}
+	exec := &server.Executor{Runner: engine.NewRunner(st), Clients: tr}
 	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
 	b.Run("direct-http", func(b *testing.B) {
@@ -155,9 +155,9 @@ func BenchmarkExecuteStore(b *testing.B) {
 	for _, s := range stores {
 		defer s.st.Close()
 		b.Run(s.name, func(b *testing.B) {
-			tr := egress.NewTransport(egress.ClientConfig{}) // the broker's defaults
+			tr := egress.NewClients(egress.ClientConfig{}) // the broker's defaults
 			defer tr.CloseIdleConnections()
-			exec := &server.Executor{Runner: &engine.Runner{Store: s.st}, Transport: tr}
+			exec := &server.Executor{Runner: engine.NewRunner(s.st), Clients: tr}
 			client := benchServe(b, server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)))
 			b.ReportAllocs()
 			b.SetParallelism(benchParallelism)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -15,7 +15,6 @@ import (
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
-	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
@@ -25,49 +24,52 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	if err != nil {
 		return nil, err
 	}
-	var u *url.URL
-	if err := validateClassify(req, &u); err != nil {
+	u, transport, err := validateClassify(req)
+	if err != nil {
 		return nil, err
 	}
 	pol, err := s.resolve(t, req.GetPolicy())
 	if err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
-	if req.GetNow() != nil {
-		now = req.GetNow().AsTime()
-	}
 	provider := chooseProvider(pol, req.GetProvider(), u)
-	in := engine.Input{
-		Method:  req.GetMethod(),
-		Attempt: int(req.GetAttempt()),
-		Reader:  pol.ReaderFor(provider),
-		Now:     now,
+	cl := engine.Classification{
+		Policy: &pol.Policy,
+		Reader: pol.ReaderFor(provider),
+		Input: engine.Input{
+			Method:    req.GetMethod(),
+			Attempt:   int(req.GetAttempt()),
+			Transport: transport,
+			HasIdempotencyKey: hasHeader(req.GetRequestHeaders(), pol.IdempotencyHeader) ||
+				hasHeader(req.GetHeaders(), pol.IdempotencyHeader),
+		},
+	}
+	if req.GetNow() != nil {
+		cl.Input.Now = req.GetNow().AsTime()
 	}
 	if req.GetDeadline() != nil {
-		in.Deadline = req.GetDeadline().AsTime()
+		cl.Input.Deadline = req.GetDeadline().AsTime()
 	}
-	if req.GetTransportError() != rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED {
-		in.Transport = engine.TransportError(req.GetTransportError())
-	} else {
-		in.Response = &providers.Response{
+	if transport == engine.TransportNone {
+		cl.Input.Response = &providers.Response{
 			Status: int(req.GetStatusCode()),
 			Header: toHTTPHeader(req.GetHeaders()),
 			Body:   req.GetBody(),
-			Now:    now,
+			Now:    cl.Input.Now,
 		}
-		// Read once: Decide and the gate observation share the reading.
-		reading := in.Reader.Read(in.Response)
-		in.Reading = &reading
 	}
-	in.HasIdempotencyKey = hasHeader(req.GetRequestHeaders(), pol.IdempotencyHeader) ||
-		hasHeader(req.GetHeaders(), pol.IdempotencyHeader)
-	d := pol.Decide(&in, s.rand)
-	if u != nil && s.exec != nil && s.exec.Runner.Store != nil {
-		d, err = s.shareGate(ctx, t, pol, provider, u, req, &in, d)
-		if err != nil {
-			return nil, err
+	if u != nil {
+		cl.Destination = &engine.Destination{
+			Tenant: t.ID, Provider: provider, Host: u.Host, Authorization: headerValue(req.GetRequestHeaders(), "Authorization"),
 		}
+	}
+	d, err := s.classifier.Classify(ctx, &cl)
+	if err != nil {
+		var se *engine.StoreError
+		if errors.As(err, &se) {
+			return nil, status.Error(codes.Unavailable, "shared state is unavailable and the policy fails closed; try again later")
+		}
+		return nil, status.Error(codes.Internal, "internal error")
 	}
 	span := trace.SpanFromContext(ctx)
 	engine.RecordDecision(span, d)
@@ -75,8 +77,12 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	return &rbv1.ClassifyResponseResponse{Decision: decisionToProto(d, provider)}, nil
 }
 
-func validateClassify(req *rbv1.ClassifyResponseRequest, u **url.URL) error {
+// validateClassify checks the request and returns its URL (nil when unset)
+// and transport error (TransportNone when a status is set).
+func validateClassify(req *rbv1.ClassifyResponseRequest) (*url.URL, engine.TransportError, error) {
 	var v violations
+	var u *url.URL
+	kind := engine.TransportNone
 	if p := req.GetProvider(); p != "" {
 		checkProvider(&v, p)
 	}
@@ -89,8 +95,11 @@ func validateClassify(req *rbv1.ClassifyResponseRequest, u **url.URL) error {
 		v.add("status_code", "must be between 100 and 599, got %d", req.GetStatusCode())
 	}
 	if te != rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED {
-		if _, ok := rbv1.TransportError_name[int32(te)]; !ok || te == rbv1.TransportError_TRANSPORT_ERROR_DESTINATION_REFUSED {
+		k, ok := transports.engine(int32(te))
+		if !ok || k == engine.TransportDestinationRefused {
 			v.add("transport_error", "unsupported transport error %d", int32(te))
+		} else {
+			kind = k
 		}
 	}
 	checkHeaders(&v, "headers", req.GetHeaders())
@@ -111,10 +120,10 @@ func validateClassify(req *rbv1.ClassifyResponseRequest, u **url.URL) error {
 		if parsed, err := parseHTTPURL(raw); err != nil {
 			v.add("url", "%s", err.Error())
 		} else {
-			*u = parsed
+			u = parsed
 		}
 	}
-	return v.err()
+	return u, kind, v.err()
 }
 
 // chooseProvider picks the reader: the request's override, then the
@@ -143,11 +152,21 @@ func hasHeader(hs []*rbv1.HttpHeader, canonical string) bool {
 	return false
 }
 
-func unknownPolicy(name string) error {
-	return status.Errorf(codes.FailedPrecondition, "unknown policy %q for this tenant", truncate(name))
+func headerValue(hs []*rbv1.HttpHeader, name string) string {
+	for _, h := range hs {
+		if strings.EqualFold(h.GetName(), name) {
+			return h.GetValue()
+		}
+	}
+	return ""
 }
 
-// parseHTTPURL parses an absolute http(s) URL with a host.
+func unknownPolicy(name string) error {
+	return status.Errorf(codes.FailedPrecondition, "unknown policy %s for this tenant", quoteName(name))
+}
+
+// parseHTTPURL parses an absolute http(s) URL with a host and, when it has
+// one, a port from 1 to 65535.
 func parseHTTPURL(raw string) (*url.URL, error) {
 	if len(raw) > MaxURLLength {
 		return nil, fmt.Errorf("too long: %d bytes (at most %d)", len(raw), MaxURLLength)
@@ -162,39 +181,12 @@ func parseHTTPURL(raw string) (*url.URL, error) {
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, errors.New("URL must have a host")
 	}
-	return u, nil
-}
-
-// shareGate records what the response says about the tenant's cooldown gate
-// for the URL's destination, and lengthens a retry delay (or turns it into
-// a give-up) while the gate stays closed, so callers that make their own
-// calls share gates with Execute. ClassifyResponse spends no retry budget.
-func (s *Service) shareGate(ctx context.Context, t *tenant.Tenant, pol *tenant.Policy, provider string, u *url.URL, req *rbv1.ClassifyResponseRequest, in *engine.Input, d engine.Decision) (engine.Decision, error) {
-	call := engine.Call{Tenant: t.ID, Provider: provider, URL: u, GateByCredential: pol.GateByCredential, Header: toHTTPHeader(req.GetRequestHeaders())}
-	key := call.GateKey()
-	var obs store.Observation
-	if in.Response != nil {
-		obs = engine.Observation(in.Response.Status, *in.Reading, in.Now)
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	st, err := s.exec.Runner.Store.Observe(sctx, store.ObserveRequest{Gate: key, Obs: obs, MaxGate: pol.MaxGate, FailClosed: pol.FailClosed, Now: in.Now})
-	until := st.ClosedUntil
-	if err != nil {
-		if pol.FailClosed {
-			return d, status.Error(codes.Unavailable, "shared state is unavailable and the policy fails closed; try again later")
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return nil, errors.New("port must be between 1 and 65535")
 		}
-		return d, nil // the decision stands on its own without shared state
+	} else if strings.HasSuffix(u.Host, ":") {
+		return nil, errors.New("port must be between 1 and 65535")
 	}
-	if d.Action != engine.ActionRetry || until.IsZero() {
-		return d, nil
-	}
-	wait := until.Sub(in.Now)
-	if wait <= d.Delay {
-		return d, nil
-	}
-	if wait > pol.MaxDelay || (!in.Deadline.IsZero() && !in.Now.Add(wait).Before(in.Deadline)) {
-		return engine.Decision{Action: engine.ActionDoNotRetry, Reason: engine.ReasonGateClosed, Hint: wait, HasHint: true}, nil
-	}
-	return engine.Decision{Action: engine.ActionRetry, Reason: engine.ReasonGateClosed, Delay: wait, Hint: d.Hint, HasHint: d.HasHint}, nil
+	return u, nil
 }

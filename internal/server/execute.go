@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/netip"
 	"net/url"
-	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -29,107 +27,67 @@ var forbiddenRequestHeaders = map[string]bool{
 	"Proxy-Authorization": true,
 }
 
-// Executor holds what Execute needs: the attempt runner and the shared,
-// guarded HTTP transport.
+// ClientSource gives the guarded HTTP client of a policy's destination
+// rules. *egress.Clients is the broker's; tests and brokertest provide
+// their own.
+type ClientSource interface {
+	For(r *egress.Rules) (*http.Client, error)
+}
+
+// Executor holds what Execute needs: the attempt runner and the source of
+// guarded clients.
 type Executor struct {
-	// Runner runs the attempt loop. Its Store holds gates, budgets and pacing.
+	// Runner runs the attempt loop. Its store holds gates, budgets and pacing.
 	Runner *engine.Runner
-	// Transport sends requests under the guard carried by their context.
-	Transport http.RoundTripper
-	// GuardOptions apply to every policy's guard (for example the broker's
-	// own listening addresses).
-	GuardOptions []egress.GuardOption
-
-	mu       sync.Mutex // serialises building and forgetting entries
-	policies sync.Map   // *tenant.Policy -> *policyEgress; read on every call
-	size     int        // entries in policies, under mu
+	// Clients gives each policy's guarded client.
+	Clients ClientSource
+	// Logger, when set, receives the internal address behind a refused
+	// destination (the caller is told only the range class).
+	Logger interface {
+		WarnContext(ctx context.Context, msg string, args ...any)
+	}
 }
 
-type policyEgress struct {
-	guard  *egress.Guard
-	client *http.Client
-}
-
-// WithExecutor enables Execute.
+// WithExecutor enables Execute and ExecuteStream.
 func WithExecutor(e *Executor) Option { return func(s *Service) { s.exec = e } }
-
-// ForgetPolicies drops the cached guards and clients, for example after a
-// configuration reload replaced every policy.
-func (e *Executor) ForgetPolicies() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.policies.Clear()
-	e.size = 0
-}
-
-// egressFor returns the guard and client of a policy, built once. The hit
-// path takes no lock.
-func (e *Executor) egressFor(p *tenant.Policy) (*policyEgress, error) {
-	if pe, ok := e.policies.Load(p); ok {
-		return pe.(*policyEgress), nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if pe, ok := e.policies.Load(p); ok {
-		return pe.(*policyEgress), nil
-	}
-	opts := append([]egress.GuardOption(nil), e.GuardOptions...)
-	var prefixes []netip.Prefix
-	for _, s := range p.AllowDestinations {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, err
-		}
-		prefixes = append(prefixes, pfx)
-	}
-	if len(prefixes) > 0 {
-		opts = append(opts, egress.AllowPrefixes(prefixes...))
-	}
-	if len(p.AllowPorts) > 0 {
-		opts = append(opts, egress.AllowPorts(p.AllowPorts...))
-	}
-	if len(p.AllowHosts) > 0 {
-		opts = append(opts, egress.AllowHosts(p.AllowHosts...))
-	}
-	g, err := egress.NewGuard(opts...)
-	if err != nil {
-		return nil, err
-	}
-	cfg := egress.ClientConfig{FollowRedirects: p.MaxRedirects > 0, MaxRedirects: p.MaxRedirects}
-	pe := &policyEgress{guard: g, client: &http.Client{Transport: e.Transport, CheckRedirect: egress.RedirectPolicy(cfg)}}
-	if e.size >= 10000 { // reloads make new policies; forget old ones
-		e.policies.Clear()
-		e.size = 0
-	}
-	e.policies.Store(p, pe)
-	e.size++
-	return pe, nil
-}
 
 // Execute performs the HTTP call with retries and returns every attempt.
 func (s *Service) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
+	call, provider, err := s.prepare(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.exec.Runner.Run(ctx, call)
+	if err != nil {
+		return nil, s.executeError(ctx, err)
+	}
+	return resultToProto(res, provider), nil
+}
+
+// prepare validates an Execute request and builds its engine call.
+func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engine.Call, string, error) {
 	if s.exec == nil {
-		return nil, status.Error(codes.Unimplemented, "Execute is not enabled on this broker")
+		return nil, "", status.Error(codes.Unimplemented, "Execute is not enabled on this broker")
 	}
 	t, err := s.tenantFrom(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	u, err := validateExecute(req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	tp, err := s.resolve(t, req.GetPolicy())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	pol, err := applyOverrides(tp, req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	pe, err := s.exec.egressFor(tp)
+	client, err := s.exec.Clients.For(tp.Egress())
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, "policy destination allowlist is invalid")
+		return nil, "", status.Error(codes.FailedPrecondition, "the policy's destination rules are invalid")
 	}
 	provider := chooseProvider(tp, req.GetProvider(), u)
 	method := req.GetRequest().GetMethod()
@@ -139,17 +97,12 @@ func (s *Service) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.
 	call := &engine.Call{
 		Policy: pol, Provider: provider, Reader: pol.ReaderFor(provider),
 		Method: method, URL: u, Header: toHTTPHeader(req.GetRequest().GetHeaders()), Body: req.GetRequest().GetBody(),
-		RedactedURL: egress.RedactURL(u), Client: pe.client, Classify: egress.Classify,
-		Tenant: t.ID, GateByCredential: tp.GateByCredential, FailClosed: tp.FailClosed, Budget: tp.Budget, Pace: tp.Pace,
+		RedactedURL: egress.RedactURL(u), Client: client, Classify: egress.Classify, Tenant: t.ID,
 	}
 	if o := req.GetOverrides(); o != nil && o.MaxResponseBody != nil {
-		call.MaxResponseBody = int64(*o.MaxResponseBody)
+		call.MaxResponseBody = int64(*o.MaxResponseBody) // validated: at most the policy's
 	}
-	res, err := s.exec.Runner.Run(egress.WithGuard(ctx, pe.guard), call)
-	if err != nil {
-		return nil, executeError(err)
-	}
-	return resultToProto(res, provider), nil
+	return call, provider, nil
 }
 
 func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
@@ -186,6 +139,9 @@ func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
 			v.add(d.field, "must be a positive duration")
 		}
 	}
+	if o != nil && o.MaxResponseBody != nil && *o.MaxResponseBody == 0 {
+		v.add("overrides.max_response_body", "must be at least 1 byte")
+	}
 	return u, v.err()
 }
 
@@ -202,7 +158,7 @@ func applyOverrides(tp *tenant.Policy, req *rbv1.ExecuteRequest) (*engine.Policy
 		return &p, v.err()
 	}
 	if o.MaxRetries != nil {
-		if int(*o.MaxRetries) > p.MaxRetries {
+		if uint64(*o.MaxRetries) > uint64(p.MaxRetries) {
 			v.add("overrides.max_retries", "%d exceeds the policy's max_retries %d", *o.MaxRetries, p.MaxRetries)
 		} else {
 			p.MaxRetries = int(*o.MaxRetries)
@@ -221,14 +177,15 @@ func applyOverrides(tp *tenant.Policy, req *rbv1.ExecuteRequest) (*engine.Policy
 	narrow("overrides.max_delay", o.GetMaxDelay(), &p.MaxDelay)
 	narrow("overrides.total_timeout", o.GetTotalTimeout(), &p.TotalTimeout)
 	narrow("overrides.attempt_timeout", o.GetAttemptTimeout(), &p.AttemptTimeout)
-	if o.MaxResponseBody != nil && int64(*o.MaxResponseBody) > p.MaxResponseBody {
+	// Compared as unsigned: a value of 2^63 or more must not wrap around.
+	if o.MaxResponseBody != nil && *o.MaxResponseBody > uint64(p.MaxResponseBody) {
 		v.add("overrides.max_response_body", "%d exceeds the policy's max_response_body %d", *o.MaxResponseBody, p.MaxResponseBody)
 	}
 	return &p, v.err()
 }
 
 // executeError maps runner errors to precise statuses.
-func executeError(err error) error {
+func (s *Service) executeError(ctx context.Context, err error) error {
 	var de *engine.DestinationError
 	var pe *engine.PacingError
 	var se *engine.StoreError
@@ -236,7 +193,10 @@ func executeError(err error) error {
 	case errors.As(err, &de):
 		var re *egress.RefusedError
 		if errors.As(err, &re) {
-			return status.Errorf(codes.PermissionDenied, "destination refused: %s", re.Error())
+			if s.exec.Logger != nil {
+				s.exec.Logger.WarnContext(ctx, "destination refused", "refusal", re.Error())
+			}
+			return status.Error(codes.PermissionDenied, re.CallerMessage())
 		}
 		return status.Error(codes.PermissionDenied, "destination refused")
 	case errors.As(err, &pe):
@@ -254,24 +214,29 @@ func executeError(err error) error {
 	return status.Error(codes.Internal, "internal error")
 }
 
+func attemptsToProto(attempts []engine.AttemptRecord, provider string) []*rbv1.Attempt {
+	out := make([]*rbv1.Attempt, len(attempts))
+	for i, a := range attempts {
+		out[i] = &rbv1.Attempt{
+			Number: uint32(a.Number), StartTime: timestamppb.New(a.Start), Duration: durationpb.New(a.Duration),
+			StatusCode: int32(a.Status), TransportError: rbv1.TransportError(transports.proto(a.Transport)), ErrorMessage: a.Error,
+			Decision: decisionToProto(a.Decision, provider), Waited: durationpb.New(a.Waited), Probe: a.Probe,
+		}
+	}
+	return out
+}
+
 func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
-	out := &rbv1.ExecuteResponse{Outcome: rbv1.Outcome(res.Outcome), Provider: provider}
+	out := &rbv1.ExecuteResponse{Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)), Provider: provider}
 	if res.Response != nil {
 		out.Response = &rbv1.HttpResponse{
 			StatusCode: int32(res.Response.Status), Headers: fromHTTPHeader(res.Response.Header),
-			Body: res.Response.Body, BodyTruncated: res.Response.Truncated,
+			Body: res.Response.Body, BodyTruncated: res.Response.Truncated, BodyIncomplete: res.Response.Incomplete,
 		}
 	}
 	if res.HasRetryAfter {
 		out.RetryAfter = durationpb.New(res.RetryAfter)
 	}
-	out.Attempts = make([]*rbv1.Attempt, len(res.Attempts))
-	for i, a := range res.Attempts {
-		out.Attempts[i] = &rbv1.Attempt{
-			Number: uint32(a.Number), StartTime: timestamppb.New(a.Start), Duration: durationpb.New(a.Duration),
-			StatusCode: int32(a.Status), TransportError: rbv1.TransportError(a.Transport), ErrorMessage: a.Error,
-			Decision: decisionToProto(a.Decision, provider), Waited: durationpb.New(a.Waited),
-		}
-	}
+	out.Attempts = attemptsToProto(res.Attempts, provider)
 	return out
 }

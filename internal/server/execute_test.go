@@ -93,15 +93,12 @@ func startExecBroker(t *testing.T, mut func(*tenant.Policy)) *execFixture {
 	rd := &recordingDialer{}
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
-	tr := egress.NewTransport(egress.ClientConfig{DialFunc: rd.dial, Resolver: fakeResolver{
+	tr := egress.NewClients(egress.ClientConfig{DialFunc: rd.dial, Resolver: fakeResolver{
 		"internal.example": {netip.MustParseAddr("10.1.2.3")},
 		"local.example":    {netip.MustParseAddr("127.0.0.1")},
 	}})
 	t.Cleanup(tr.CloseIdleConnections)
-	exec := &server.Executor{
-		Runner:    &engine.Runner{Store: st},
-		Transport: tr,
-	}
+	exec := &server.Executor{Runner: engine.NewRunner(st), Clients: tr}
 	client := startBroker(t, server.WithDefaultTenant(dev), server.WithExecutor(exec))
 	return &execFixture{client: client, dialer: rd, store: st}
 }

@@ -4,37 +4,33 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
 
-// Server limits. Execute carries request bodies of up to 8 MiB and returns
-// response bodies of up to 32 MiB (policy limits), plus headers.
-const (
-	DefaultMaxRecvMsgSize       = 10 << 20
-	DefaultMaxSendMsgSize       = 40 << 20
-	DefaultMaxConcurrentStreams = 4096
-)
+// DefaultMaxConcurrentStreams bounds the concurrent calls of one connection.
+const DefaultMaxConcurrentStreams = 4096
 
-// AuthFunc authenticates a call and returns a context carrying the tenant,
-// or an UNAUTHENTICATED / PERMISSION_DENIED status.
+// AuthFunc authenticates a call from its context (incoming metadata and
+// peer, TLS state included) and returns a context carrying the tenant, or
+// an UNAUTHENTICATED / PERMISSION_DENIED status. It runs when the call's
+// headers arrive, before any message is read or decoded, on the
+// connection's reader goroutine: it must be fast and must not block.
 type AuthFunc func(ctx context.Context) (context.Context, error)
 
 // GRPCConfig configures NewGRPCServer.
@@ -56,10 +52,24 @@ type GRPCConfig struct {
 	ExtraOptions []grpc.ServerOption
 }
 
-// NewGRPCServer builds the broker's gRPC server with its interceptors,
-// limits, health service and (optionally) reflection, and registers svc.
-// The health server reports SERVING for "" and the broker service.
-func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, *health.Server) {
+// healthPrefix is the method prefix of the health service, which load
+// balancers call without keys.
+const healthPrefix = "/" + "grpc.health.v1.Health" + "/"
+
+// NewGRPCServer builds the broker's gRPC server and registers svc, a Health
+// service (SERVING for "" and the broker service) and, optionally,
+// reflection.
+//
+//   - Identity is checked in the transport's tap, when a call's headers
+//     arrive and before any of its messages is read: an unauthenticated
+//     call costs no decoding and no buffering.
+//   - Each request is decoded by the broker itself (see serviceDesc), after
+//     its size is checked against what its RPC may carry for its caller
+//     (RequestLimiter), so a malformed message answers INVALID_ARGUMENT and
+//     an oversized one RESOURCE_EXHAUSTED.
+//   - Server-wide limits: MaxRecvMsgSize, MaxSendMsgSize, keepalive
+//     enforcement, concurrent streams per connection.
+func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, *Health) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -81,36 +91,32 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		logging.StreamServerInterceptor(interceptorLogger(logger), logOpts...),
 		recovery.StreamServerInterceptor(recoveryOpt),
 	}
-	if cfg.Auth != nil {
-		// Health checks are exempt: load balancers probe without keys.
-		notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-			return c.Service != healthpb.Health_ServiceDesc.ServiceName
-		})
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(auth.AuthFunc(cfg.Auth)), notHealth))
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(auth.AuthFunc(cfg.Auth)), notHealth))
-	}
 	statsOpts := []otelgrpc.Option{}
 	if cfg.TracerProvider != nil {
 		statsOpts = append(statsOpts, otelgrpc.WithTracerProvider(cfg.TracerProvider))
 	}
 	opts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(statsOpts...)),
+		grpc.ForceServerCodecV2(newRawCodec()),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.MaxRecvMsgSize(DefaultMaxRecvMsgSize),
-		grpc.MaxSendMsgSize(DefaultMaxSendMsgSize),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(streams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 15 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 		grpc.ConnectionTimeout(10 * time.Second),
+	}
+	if cfg.Auth != nil {
+		opts = append(opts, grpc.InTapHandle(tapAuth(cfg.Auth)))
 	}
 	if cfg.Creds != nil {
 		opts = append(opts, grpc.Creds(cfg.Creds))
 	}
 	opts = append(opts, cfg.ExtraOptions...)
 	gs := grpc.NewServer(opts...)
-	rbv1.RegisterBrokerServiceServer(gs, svc)
-	hs := health.NewServer()
+	gs.RegisterService(serviceDesc(svc), svc)
+	hs := NewHealth()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(rbv1.BrokerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -118,6 +124,17 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		reflection.Register(gs)
 	}
 	return gs, hs
+}
+
+// tapAuth authenticates every call but health checks when its headers
+// arrive. The context it returns, carrying the tenant, becomes the call's.
+func tapAuth(auth AuthFunc) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if strings.HasPrefix(info.FullMethodName, healthPrefix) {
+			return ctx, nil
+		}
+		return auth(ctx)
+	}
 }
 
 // interceptorLogger adapts slog to go-grpc-middleware's logging.Logger.

@@ -1,6 +1,8 @@
-// Package server is the gRPC face of the broker: it authenticates nothing
-// and decides nothing itself, but validates requests, translates between the
-// proto contract and the engine, and maps errors to precise gRPC statuses.
+// Package server is the gRPC face of the broker: it decides nothing itself,
+// but validates requests, translates between the proto contract and the
+// engine, and maps errors to precise gRPC statuses. Identity is checked
+// before a request is decoded (NewGRPCServer), and each request is bounded
+// by what its RPC may carry.
 package server
 
 import (
@@ -19,9 +21,10 @@ import (
 type Service struct {
 	rbv1.UnimplementedBrokerServiceServer
 
-	clock engine.Clock
-	rand  engine.Rand
-	exec  *Executor
+	clock      engine.Clock
+	rand       engine.Rand
+	classifier *engine.Classifier
+	exec       *Executor
 	// fallbackTenant serves calls that carry no authenticated tenant (the
 	// embedded default, loopback only). Nil means such calls are refused.
 	fallbackTenant *tenant.Tenant
@@ -48,11 +51,17 @@ func ownPolicy(t *tenant.Tenant, name string) (*tenant.Policy, error) {
 // Option configures a Service.
 type Option func(*Service)
 
-// WithClock injects the clock (default engine.SystemClock).
+// WithClock sets the clock of the classifier New builds when no executor
+// provides one (default engine.SystemClock).
 func WithClock(c engine.Clock) Option { return func(s *Service) { s.clock = c } }
 
-// WithRand injects the jitter source (default engine.GlobalRand).
+// WithRand sets the jitter source of that classifier (default
+// engine.GlobalRand).
 func WithRand(r engine.Rand) Option { return func(s *Service) { s.rand = r } }
+
+// WithClassifier sets the classifier of ClassifyResponse (default: the
+// executor's runner's, or one without shared state).
+func WithClassifier(c *engine.Classifier) Option { return func(s *Service) { s.classifier = c } }
 
 // WithDefaultTenant serves unauthenticated calls as t (dev mode).
 func WithDefaultTenant(t *tenant.Tenant) Option { return func(s *Service) { s.fallbackTenant = t } }
@@ -62,6 +71,13 @@ func New(opts ...Option) *Service {
 	s := &Service{clock: engine.SystemClock{}, rand: engine.GlobalRand, resolve: ownPolicy}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.classifier == nil {
+		if s.exec != nil && s.exec.Runner != nil {
+			s.classifier = s.exec.Runner.Classifier()
+		} else {
+			s.classifier = engine.NewRunner(nil, engine.WithClock(s.clock), engine.WithRand(s.rand)).Classifier()
+		}
 	}
 	return s
 }
@@ -74,6 +90,25 @@ func (s *Service) tenantFrom(ctx context.Context) (*tenant.Tenant, error) {
 		return s.fallbackTenant, nil
 	}
 	return nil, status.Error(codes.Unauthenticated, "missing credentials: send authorization: Bearer <api key>")
+}
+
+// MaxRequestSize implements RequestLimiter: ClassifyResponse accepts
+// MaxClassifyMessage; Execute and ExecuteStream accept the largest request
+// body among the caller's policies plus ExecuteOverhead. A caller without
+// a tenant gets the smallest limit (its call is refused anyway).
+func (s *Service) MaxRequestSize(ctx context.Context, method string) int {
+	if method == rbv1.BrokerService_ClassifyResponse_FullMethodName {
+		return MaxClassifyMessage
+	}
+	t, err := s.tenantFrom(ctx)
+	if err != nil {
+		return MaxClassifyMessage
+	}
+	largest := int64(0)
+	for _, p := range t.Policies {
+		largest = max(largest, p.MaxRequestBody)
+	}
+	return int(min(largest, engine.MaxBodyLimit)) + ExecuteOverhead
 }
 
 // contextStatus maps a context error to Canceled or DeadlineExceeded.

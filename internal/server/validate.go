@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -51,7 +52,10 @@ func (v *violations) err() error {
 }
 
 // checkHeaders validates a header list: count, total size, token names and
-// values free of CR, LF and NUL.
+// values free of control characters (RFC 9110 field values: no CTL but
+// HTAB, no DEL). Messages never repeat a name or a value: a malformed line
+// such as "Authorization: Bearer x" sent as a name would put a secret in
+// the log.
 func checkHeaders(v *violations, field string, hs []*rbv1.HttpHeader) {
 	if len(hs) > MaxHeaders {
 		v.add(field, "too many headers: %d (at most %d)", len(hs), MaxHeaders)
@@ -60,11 +64,11 @@ func checkHeaders(v *violations, field string, hs []*rbv1.HttpHeader) {
 	total := 0
 	for i, h := range hs {
 		total += len(h.GetName()) + len(h.GetValue())
-		if !httpguts.ValidHeaderFieldName(h.GetName()) {
-			v.add(fieldIndex(field, i, "name"), "%q is not a valid header name (RFC 9110 token)", truncate(h.GetName()))
+		if name := h.GetName(); !httpguts.ValidHeaderFieldName(name) {
+			v.add(fieldIndex(field, i, "name"), "not a valid header name (RFC 9110 token): %s", describeBadToken(name))
 		}
-		if strings.ContainsAny(h.GetValue(), "\r\n\x00") {
-			v.add(fieldIndex(field, i, "value"), "header value must not contain CR, LF or NUL")
+		if at, c, bad := controlChar(h.GetValue()); bad {
+			v.add(fieldIndex(field, i, "value"), "header value must not contain control characters (byte 0x%02x at offset %d)", c, at)
 		}
 	}
 	if total > MaxHeaderBytes {
@@ -72,10 +76,48 @@ func checkHeaders(v *violations, field string, hs []*rbv1.HttpHeader) {
 	}
 }
 
+// describeBadToken says what makes s an invalid token without repeating it.
+func describeBadToken(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	for i := 0; i < len(s); i++ {
+		if !httpguts.IsTokenRune(rune(s[i])) || s[i] >= 0x80 {
+			return fmt.Sprintf("byte %d of %d is not a token character", i, len(s))
+		}
+	}
+	return fmt.Sprintf("%d bytes", len(s))
+}
+
+// controlChar returns the first control character of a field value (a CTL
+// other than HTAB, or DEL) and its offset.
+func controlChar(s string) (int, byte, bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return i, c, true
+		}
+	}
+	return 0, 0, false
+}
+
 func checkProvider(v *violations, p string) {
 	if _, ok := providers.Lookup(p); !ok {
-		v.add("provider", "unknown provider %q (known: %s)", truncate(p), strings.Join(providers.Names(), ", "))
+		v.add("provider", "unknown provider %s (known: %s)", quoteName(p), strings.Join(providers.Names(), ", "))
 	}
+}
+
+// quoteName repeats a caller-given name in a message only when it looks
+// like a name (short, printable, no spaces); otherwise it says what it is.
+func quoteName(s string) string {
+	if len(s) == 0 || len(s) > 64 {
+		return fmt.Sprintf("(%d bytes)", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Sprintf("(%d bytes)", len(s))
+		}
+	}
+	return strconv.Quote(s)
 }
 
 func fieldIndex(list string, i int, field string) string {
@@ -84,15 +126,6 @@ func fieldIndex(list string, i int, field string) string {
 
 func checkMethod(v *violations, field, m string) {
 	if m != "" && !httpguts.ValidHeaderFieldName(m) {
-		v.add(field, "%q is not a valid HTTP method", truncate(m))
+		v.add(field, "not a valid HTTP method (RFC 9110 token): %s", describeBadToken(m))
 	}
-}
-
-// truncate keeps error messages short and printable.
-func truncate(s string) string {
-	const n = 64
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return strings.ToValidUTF8(s, "?")
 }

@@ -5,7 +5,9 @@ package tenant
 
 import (
 	"context"
+	"net/netip"
 
+	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/store"
@@ -23,16 +25,6 @@ type Policy struct {
 	// HostMap chooses the provider from the request host when the policy
 	// names none.
 	HostMap providers.HostMap
-	// Budget limits retries per tenant (store.DefaultBudget() by default).
-	Budget store.BudgetConfig
-	// Pace paces calls per (tenant, host); zero Rate disables it.
-	Pace store.PaceConfig
-	// Learning learns the quota of gates whose provider announces none
-	// (store.DefaultLearning() by default).
-	Learning store.LearningConfig
-	// Breaker is the failure breaker of each gate (store.DefaultBreaker()
-	// by default).
-	Breaker store.BreakerConfig
 	// AllowDestinations are address ranges this policy may reach even
 	// though they are special-purpose (loopback, private, ...).
 	AllowDestinations []string
@@ -44,13 +36,40 @@ type Policy struct {
 	AllowHosts []string
 	// MaxRedirects is the number of redirects followed; 0 follows none.
 	MaxRedirects int
-	// GateByCredential keys cooldown gates by a fingerprint of the
-	// Authorization header as well as by provider or host.
-	GateByCredential bool
-	// FailClosed makes calls fail with UNAVAILABLE when the shared store is
-	// unreachable, instead of serving on local state.
-	FailClosed bool
+
+	// egress is built from the destination fields by Validate.
+	egress *egress.Rules
 }
+
+// Validate checks the engine policy (engine.Policy.Validate) and builds the
+// policy's destination rules from AllowDestinations, AllowPorts, AllowHosts
+// and MaxRedirects, once. Call it after changing any field; Egress returns
+// what it built.
+func (p *Policy) Validate() error {
+	if err := p.Policy.Validate(); err != nil {
+		return err
+	}
+	prefixes := make([]netip.Prefix, 0, len(p.AllowDestinations))
+	for _, s := range p.AllowDestinations {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return &engine.FieldError{Field: "allow_destinations", Message: err.Error()}
+		}
+		prefixes = append(prefixes, pfx)
+	}
+	r, err := egress.NewRules(egress.RulesConfig{
+		AllowPrefixes: prefixes, AllowPorts: p.AllowPorts, AllowHosts: p.AllowHosts, MaxRedirects: p.MaxRedirects,
+	})
+	if err != nil {
+		return &engine.FieldError{Field: "allow_destinations", Message: err.Error()}
+	}
+	p.egress = r
+	return nil
+}
+
+// Egress returns the destination rules Validate built (nil before
+// Validate: the default rules, no redirects).
+func (p *Policy) Egress() *egress.Rules { return p.egress }
 
 // Tenant is one caller identity and its policies.
 type Tenant struct {
@@ -78,13 +97,11 @@ func (t *Tenant) Policy(name string) (*Policy, bool) {
 // DefaultPolicy returns the standard policy wrapped with the broker's
 // defaults for budgets, host mapping and redirects.
 func DefaultPolicy() *Policy {
-	return &Policy{
-		Policy:   engine.DefaultPolicy(),
-		HostMap:  providers.DefaultHostMap(),
-		Budget:   store.DefaultBudget(),
-		Learning: store.DefaultLearning(),
-		Breaker:  store.DefaultBreaker(),
-	}
+	p := &Policy{Policy: engine.DefaultPolicy(), HostMap: providers.DefaultHostMap()}
+	p.Budget = store.DefaultBudget()
+	p.Learning = store.DefaultLearning()
+	p.Breaker = store.DefaultBreaker()
+	return p
 }
 
 // Dev returns the embedded default tenant: one default policy, with the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/clients/go/broker"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
@@ -99,8 +101,8 @@ func Start(opts ...Option) (*Broker, error) {
 		served:   make(chan struct{}),
 	}
 	exec := &server.Executor{
-		Runner:    &engine.Runner{Clock: fc, Store: b.store},
-		Transport: b.upstream,
+		Runner:  engine.NewRunner(b.store, engine.WithClock(fc)),
+		Clients: cannedClients{b.upstream},
 	}
 	svc := server.New(server.WithDefaultTenant(ten), server.WithExecutor(exec), server.WithClock(fc))
 	b.gs, _ = server.NewGRPCServer(svc, server.GRPCConfig{
@@ -121,6 +123,23 @@ func Start(opts ...Option) (*Broker, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// cannedClients gives every policy a client over the canned upstream (there
+// is no network to guard) that follows redirects as the policy says.
+type cannedClients struct{ upstream *Upstream }
+
+func (c cannedClients) For(r *egress.Rules) (*http.Client, error) {
+	limit := r.MaxRedirects()
+	return &http.Client{
+		Transport: c.upstream,
+		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+			if len(via) > limit {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}, nil
 }
 
 // Close stops the broker and closes its connection; clients from Client

@@ -49,6 +49,11 @@ const (
 type BrokerServiceClient interface {
 	// Execute sends an HTTP request, retrying by policy, and returns the final
 	// response together with a record of every attempt.
+	//
+	// ExecuteStream takes the same request message by design (a caller moves
+	// between the two without rebuilding its request), so the uniqueness rule
+	// is waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
 	// ClassifyResponse applies the retry rules to a response (or transport
 	// failure) that the caller got itself and returns the decision.
@@ -59,6 +64,11 @@ type BrokerServiceClient interface {
 	// always one end last. Nothing is retried once a body byte has been sent.
 	// A call that ends without a final response sends only end. Canceling the
 	// RPC cancels the upstream request.
+	//
+	// It takes ExecuteRequest itself (not an ExecuteStreamRequest), as the
+	// contract requires, so two request rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error)
 }
 
@@ -134,6 +144,11 @@ type BrokerService_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStrea
 type BrokerServiceServer interface {
 	// Execute sends an HTTP request, retrying by policy, and returns the final
 	// response together with a record of every attempt.
+	//
+	// ExecuteStream takes the same request message by design (a caller moves
+	// between the two without rebuilding its request), so the uniqueness rule
+	// is waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
 	// ClassifyResponse applies the retry rules to a response (or transport
 	// failure) that the caller got itself and returns the decision.
@@ -144,6 +159,11 @@ type BrokerServiceServer interface {
 	// always one end last. Nothing is retried once a body byte has been sent.
 	// A call that ends without a final response sends only end. Canceling the
 	// RPC cancels the upstream request.
+	//
+	// It takes ExecuteRequest itself (not an ExecuteStreamRequest), as the
+	// contract requires, so two request rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error
 	mustEmbedUnimplementedBrokerServiceServer()
 }

@@ -1232,6 +1232,11 @@ export const BrokerService: GenService<{
    * Execute sends an HTTP request, retrying by policy, and returns the final
    * response together with a record of every attempt.
    *
+   * ExecuteStream takes the same request message by design (a caller moves
+   * between the two without rebuilding its request), so the uniqueness rule
+   * is waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   *
    * @generated from rpc retrybroker.v1.BrokerService.Execute
    */
   execute: {
@@ -1257,6 +1262,11 @@ export const BrokerService: GenService<{
    * always one end last. Nothing is retried once a body byte has been sent.
    * A call that ends without a final response sends only end. Canceling the
    * RPC cancels the upstream request.
+   *
+   * It takes ExecuteRequest itself (not an ExecuteStreamRequest), as the
+   * contract requires, so two request rules are waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
    *
    * @generated from rpc retrybroker.v1.BrokerService.ExecuteStream
    */

@@ -1,0 +1,471 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/store"
+)
+
+// callState is the state of one call: what was fixed when it started, and
+// what its attempts have produced so far.
+type callState struct {
+	r *Runner
+	c *Call
+	p *Policy
+
+	// ctx ends at the policy's total timeout (or the caller's deadline, or
+	// the broker's drain deadline); caller is the caller's own context, to
+	// tell its cancellation apart.
+	ctx, caller context.Context
+	cancel      context.CancelFunc
+
+	header   http.Header // sent (a copy) on every attempt
+	hasKey   bool        // the request carries an idempotency key
+	deadline time.Time
+	maxBody  int64
+	gate     store.GateKey
+	res      *Result
+
+	n      int           // the attempt being prepared or sent (1-based)
+	waited time.Duration // waited before attempt n
+}
+
+func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
+	p := c.Policy
+	s := &callState{r: r, c: c, p: p, caller: ctx, res: &Result{}}
+	s.deadline = r.clock.Now().Add(p.TotalTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
+		s.deadline = d
+	}
+	// The total timeout bounds attempts in progress too (a slow upstream
+	// cannot hold the call past it), and so does the drain deadline.
+	s.ctx, s.cancel = context.WithTimeout(ctx, p.TotalTimeout)
+	stop := context.AfterFunc(r.drain.hard, s.cancel)
+	cancel := s.cancel
+	s.cancel = func() { stop(); cancel() }
+
+	s.header = c.Header
+	if s.header == nil {
+		s.header = http.Header{}
+	}
+	s.hasKey = s.header.Get(p.IdempotencyHeader) != ""
+	if !s.hasKey && p.GenerateIdempotencyKey {
+		s.header = s.header.Clone() // never write the caller's header
+		s.header.Set(p.IdempotencyHeader, uuid.NewString())
+		s.hasKey = true
+	}
+	s.maxBody = p.MaxResponseBody
+	if c.MaxResponseBody > 0 && c.MaxResponseBody < s.maxBody {
+		s.maxBody = c.MaxResponseBody
+	}
+	s.gate = c.destination().gateKey(p)
+	return s
+}
+
+// attempt is one sent attempt: its record, its response (nil after a
+// transport error), the body bytes read for hints, its input and its
+// assessment, and the span and context it runs under until concluded.
+type attempt struct {
+	rec     AttemptRecord
+	adm     store.Admission
+	resp    *http.Response
+	peek    []byte
+	peekErr error
+	in      Input
+	a       assessment
+	span    trace.Span
+	end     func() // ends the span and cancels the attempt's context
+}
+
+// run is the attempt loop: admit, send, decide, complete, wait.
+func (s *callState) run() (*Result, error) {
+	for s.n = 1; ; s.n++ {
+		adm, stop, err := s.admit()
+		if err != nil || stop {
+			return s.res, err
+		}
+		at, err := s.send(adm)
+		if err != nil {
+			s.res.Attempts = append(s.res.Attempts, at.rec)
+			return s.res, err
+		}
+		done, err := s.conclude(&at)
+		s.res.Attempts = append(s.res.Attempts, at.rec)
+		if err != nil || done {
+			return s.res, err
+		}
+		d := at.rec.Decision
+		cause := "backoff"
+		if d.Reason == ReasonServerHint {
+			cause = "hint"
+		}
+		if end, err := s.wait(cause, d.Delay, nil); end {
+			return s.res, err
+		}
+		s.waited += d.Delay
+	}
+}
+
+// admit loops until the gate is open, its breaker closed, the learned
+// quota lets the attempt go and pacing admits it, waiting when the wait
+// fits. stop reports that the call ended (s.res filled in).
+func (s *callState) admit() (store.Admission, bool, error) {
+	if s.r.store == nil {
+		return store.Admission{}, false, nil
+	}
+	p := s.p
+	for {
+		now := s.r.clock.Now()
+		sctx, cancel := context.WithTimeout(s.ctx, s.r.storeTime)
+		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
+			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.deadline.Sub(now),
+			FirstAttempt: s.n == 1, Budget: p.Budget, Learning: p.Learning, Breaker: p.Breaker,
+			FailClosed: p.FailClosed, Now: now,
+		})
+		cancel()
+		if err != nil {
+			if s.caller.Err() != nil {
+				s.res.Outcome = OutcomeCanceled
+				return adm, true, s.caller.Err()
+			}
+			if s.ctx.Err() != nil {
+				return adm, true, s.endEarly(OutcomeDeadlineTooShort, 0, false)
+			}
+			return adm, true, &StoreError{Err: err}
+		}
+		hold, reason := holdOf(store.GateStatus{ClosedUntil: adm.GateClosedUntil, BreakerOpenUntil: adm.BreakerOpenUntil}, now)
+		switch {
+		case reason != ReasonUnspecified:
+			if !p.waitFits(hold, now, s.deadline) {
+				return adm, true, s.endEarly(outcomeOf(Decision{Reason: reason}), hold, true)
+			}
+			cause := "cooldown"
+			if reason == ReasonBreakerOpen {
+				cause = "breaker"
+			}
+			if end, err := s.wait(cause, hold, nil); end {
+				return adm, true, err
+			}
+			s.waited += hold
+			continue
+		case adm.Held:
+			poll := min(max(adm.HeldFor, time.Millisecond), s.r.heldPoll)
+			if !now.Add(poll).Before(s.deadline) {
+				return adm, true, s.endEarly(OutcomeGateClosed, poll, true)
+			}
+			start := s.r.clock.Now()
+			if end, err := s.wait("held", poll, s.r.events.wait(s.gate)); end {
+				return adm, true, err
+			}
+			s.waited += s.r.clock.Now().Sub(start)
+			continue
+		case adm.PaceDenied:
+			if s.n == 1 {
+				return adm, true, &PacingError{Wait: adm.PaceWait}
+			}
+			return adm, true, s.endEarly(OutcomeDeadlineTooShort, adm.PaceWait, true)
+		}
+		if adm.PaceWait > 0 {
+			if end, err := s.wait("pacing", adm.PaceWait, nil); end {
+				// Admitted but not sent: give the registration back.
+				_ = s.complete(adm, store.Observation{}, store.ResultNone, false)
+				return adm, true, err
+			}
+			s.waited += adm.PaceWait
+		}
+		return adm, false, nil
+	}
+}
+
+// endEarly ends the call without another attempt, with retryAfter when set.
+func (s *callState) endEarly(o Outcome, retryAfter time.Duration, hasRetryAfter bool) error {
+	s.res.Outcome = o
+	s.res.RetryAfter, s.res.HasRetryAfter = retryAfter, hasRetryAfter
+	return nil
+}
+
+// wait sleeps d on the clock inside a span, so waits show in traces. wake,
+// when not nil, ends the wait early. end reports that the call is over:
+// canceled by the caller (err is the context's), cut by the total timeout
+// or by the broker's drain (s.res filled in, err nil).
+func (s *callState) wait(cause string, d time.Duration, wake <-chan struct{}) (end bool, err error) {
+	now := s.r.clock.Now()
+	if !s.r.drain.fits(now.Add(d)) {
+		return true, s.endEarly(OutcomeShuttingDown, d, true)
+	}
+	if d <= 0 {
+		return s.waitEnded(s.ctx.Err(), cause, d)
+	}
+	ctx, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
+		attrWaitCause.String(cause), attrWaitMS.Int64(d.Milliseconds())))
+	defer span.End()
+	s.r.observer.Waiting(cause, 1)
+	defer s.r.observer.Waiting(cause, -1)
+	if wake != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(wctx, func() {})
+		defer stop()
+		go func() {
+			select {
+			case <-wake:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		err := s.r.clock.Sleep(wctx, d)
+		if err != nil && ctx.Err() == nil {
+			return false, nil // woken: a call on the gate completed
+		}
+		return s.waitEnded(err, cause, d)
+	}
+	return s.waitEnded(s.r.clock.Sleep(ctx, d), cause, d)
+}
+
+func (s *callState) waitEnded(err error, _ string, d time.Duration) (bool, error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case s.caller.Err() != nil:
+		s.res.Outcome = OutcomeCanceled
+		return true, s.caller.Err()
+	case s.r.drain.hard.Err() != nil:
+		return true, s.endEarly(OutcomeShuttingDown, d, true)
+	}
+	return true, s.endEarly(OutcomeDeadlineTooShort, 0, false) // the total timeout ended the wait
+}
+
+// send sends attempt s.n and assesses its result. It returns an error only
+// when the destination guard refused the address (the attempt is then
+// concluded already).
+func (s *callState) send(adm store.Admission) (attempt, error) {
+	r, c, p := s.r, s.c, s.p
+	at := attempt{adm: adm, rec: AttemptRecord{Number: s.n, Waited: s.waited, Probe: adm.Probe}}
+	s.waited = 0
+	actx, cancel := context.WithTimeout(s.ctx, p.AttemptTimeout)
+	actx, at.span = r.startAttemptSpan(actx, c, s.n, adm.Probe)
+	at.end = func() { at.span.End(); cancel() }
+	at.in = Input{Method: c.Method, Attempt: s.n, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
+
+	at.rec.Start = r.clock.Now()
+	req, err := http.NewRequestWithContext(actx, c.Method, c.URL.String(), bytes.NewReader(c.Body))
+	var resp *http.Response
+	if err == nil {
+		req.Header = s.header.Clone()
+		if p.AttemptHeader != "" {
+			req.Header.Set(p.AttemptHeader, strconv.Itoa(s.n))
+		}
+		r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
+		if len(c.Body) == 0 {
+			req.Body, req.ContentLength = http.NoBody, 0
+		}
+		resp, err = c.Client.Do(req)
+	}
+	now := r.clock.Now()
+	at.rec.Duration = now.Sub(at.rec.Start)
+	at.in.Now = now
+	if err != nil {
+		kind := TransportInvalidURL // a request that cannot even be built
+		if req != nil {
+			kind = c.Classify(err)
+		}
+		s.transportFailure(&at, kind, err)
+		if kind == TransportDestinationRefused {
+			_ = s.complete(adm, store.Observation{}, store.ResultNone, false)
+			at.end()
+			return at, &DestinationError{Err: err}
+		}
+	} else {
+		at.resp = resp
+		at.rec.Status = resp.StatusCode
+		if resp.StatusCode >= 400 {
+			at.peek, at.peekErr = io.ReadAll(io.LimitReader(resp.Body, min(r.hintPeek, s.maxBody+1)))
+		}
+		at.in.Response = &providers.Response{Status: resp.StatusCode, Header: resp.Header, Body: at.peek, Now: now}
+		setSpanStatus(at.span, resp.StatusCode)
+	}
+	at.a = r.classifier.assess(p, &at.in, now)
+	at.rec.Decision = at.a.Decision
+	return at, nil
+}
+
+// transportFailure records a transport error of kind for the attempt and
+// makes its input a transport failure (canceled when the caller canceled,
+// shutting down when the drain cut it).
+func (s *callState) transportFailure(at *attempt, kind TransportError, err error) {
+	if s.caller.Err() != nil || s.r.drain.hard.Err() != nil {
+		kind = TransportCanceled
+	}
+	at.rec.Transport, at.rec.Error = kind, errorText(err, s.c.URL)
+	at.in.Transport, at.in.Response, at.in.Reading = kind, nil, nil
+	endSpanError(at.span, kind)
+}
+
+// conclude finishes an assessed attempt: reads the final response's body
+// (a body that breaks off makes the attempt a transport failure, which may
+// be retried), completes the attempt in the store (spending a retry from
+// the budget when the decision is to retry), and either drains the
+// response for the next attempt or keeps it as the call's final response.
+// done reports that the call is over.
+func (s *callState) conclude(at *attempt) (done bool, err error) {
+	defer at.end()
+	final := (*FinalResponse)(nil)
+	if at.resp != nil && at.a.Decision.Action != ActionRetry {
+		final = s.readFinal(at)
+	}
+	d := &at.rec.Decision
+	*d = at.a.Decision
+	allowed := s.complete(at.adm, at.a.Obs, at.a.Result, d.Action == ActionRetry)
+	if !allowed {
+		budget := Decision{Action: ActionDoNotRetry, Reason: ReasonRetryBudgetExhausted, Hint: d.Hint, HasHint: d.HasHint, Rule: d.Rule}
+		if at.resp != nil && final == nil {
+			final = s.readFinal(at) // a broken body changes nothing now: no retry is left
+		}
+		*d = budget
+	}
+	RecordDecision(at.span, *d)
+	s.r.observer.AttemptDone(at.rec.Status, at.rec.Transport, *d)
+	if at.adm.Probe {
+		s.r.observer.Probe(at.a.Result)
+	}
+	if d.Action == ActionRetry {
+		if at.resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(at.resp.Body, s.r.drainLimit))
+			_ = at.resp.Body.Close()
+		}
+		return false, nil
+	}
+	s.res.Response = final
+	s.res.Outcome = outcomeOf(*d)
+	if final != nil && final.Incomplete && s.res.Outcome == OutcomeSuccess {
+		s.res.Outcome = OutcomeNotRetryable // never report a cut-short body as a success
+	}
+	if d.HasHint && (d.Reason == ReasonHintExceedsMaxDelay || d.Reason == ReasonDeadlineTooShort ||
+		d.Reason == ReasonRetryBudgetExhausted || d.Reason == ReasonShuttingDown) {
+		s.res.RetryAfter, s.res.HasRetryAfter = d.Hint, true
+	}
+	if at.rec.Transport == TransportCanceled && s.caller.Err() != nil {
+		return true, s.caller.Err()
+	}
+	return true, nil
+}
+
+// readFinal reads the final response's body, up to the call's limit, and
+// closes it. When the body broke off (reset, short Content-Length, the
+// attempt timing out while reading), the attempt becomes a transport
+// failure (TransportBodyIncomplete) and is decided again, so it is retried
+// where the rules allow; the response keeps what arrived, marked
+// incomplete.
+func (s *callState) readFinal(at *attempt) *FinalResponse {
+	resp := at.resp
+	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
+	body, err := at.peek, at.peekErr
+	if err == nil && int64(len(body)) <= s.maxBody {
+		var rest []byte
+		rest, err = io.ReadAll(io.LimitReader(resp.Body, s.maxBody+1-int64(len(body))))
+		body = append(body, rest...)
+	}
+	if int64(len(body)) > s.maxBody {
+		body, f.Truncated = body[:s.maxBody], true
+	}
+	f.Body = body
+	if err == nil && f.Truncated {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.r.drainLimit))
+	}
+	_ = resp.Body.Close()
+	if err != nil {
+		f.Incomplete = true
+		s.transportFailure(at, TransportBodyIncomplete, bodyError{err})
+		at.rec.Status = resp.StatusCode // the status did arrive
+		at.a = s.r.classifier.assess(s.p, &at.in, s.r.clock.Now())
+	}
+	return f
+}
+
+// bodyError marks an error met while reading a response body.
+type bodyError struct{ err error }
+
+func (e bodyError) Error() string { return "response body ended early: " + e.err.Error() }
+func (e bodyError) Unwrap() error { return e.err }
+
+// complete ends an admitted attempt, even when the call's context is
+// already done, and reports whether a retry may be spent. A store failure
+// spends nothing and allows the retry: the call goes on without shared
+// state (a fail-closed policy already failed at Admit).
+//
+// An attempt the store did not register, that is no probe, and that has
+// nothing to record and no retry to pay for needs no round trip at all.
+func (s *callState) complete(adm store.Admission, obs store.Observation, result store.Result, spend bool) bool {
+	p := s.p
+	if s.r.store == nil {
+		return true
+	}
+	interesting := adm.Ticket.ID != "" || adm.Probe || spend || !obs.CloseUntil.IsZero() || obs.HasQuota ||
+		(result == store.ResultFailed && p.Breaker.Enabled) || (result == store.ResultRefused && p.Learning.Enabled)
+	if !interesting {
+		return true
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.r.storeTime)
+	defer cancel()
+	out, err := s.r.store.Complete(sctx, store.CompleteRequest{
+		Gate: s.gate, Ticket: adm.Ticket, Obs: obs, Result: result, SpendRetry: spend, Budget: p.Budget,
+		Learning: p.Learning, Breaker: p.Breaker, MaxGate: p.MaxGate, FailClosed: p.FailClosed, Now: s.r.clock.Now(),
+	})
+	s.r.events.signal(s.gate)
+	if err != nil {
+		return true
+	}
+	return out.RetryAllowed || !spend
+}
+
+// outcomeOf maps the final decision to the call's outcome.
+func outcomeOf(d Decision) Outcome {
+	switch d.Reason {
+	case ReasonSuccess:
+		return OutcomeSuccess
+	case ReasonAttemptsExhausted:
+		return OutcomeAttemptsExhausted
+	case ReasonHintExceedsMaxDelay:
+		return OutcomeHintExceedsMaxDelay
+	case ReasonDeadlineTooShort:
+		return OutcomeDeadlineTooShort
+	case ReasonRetryBudgetExhausted:
+		return OutcomeRetryBudgetExhausted
+	case ReasonGateClosed:
+		return OutcomeGateClosed
+	case ReasonBreakerOpen:
+		return OutcomeBreakerOpen
+	case ReasonCanceled:
+		return OutcomeCanceled
+	case ReasonShuttingDown:
+		return OutcomeShuttingDown
+	}
+	return OutcomeNotRetryable
+}
+
+// errorText describes a transport error without the URL (which may hold
+// secrets in its query) and without internal addresses beyond the host.
+func errorText(err error, u *url.URL) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	if u != nil && u.RawQuery != "" {
+		msg = strings.ReplaceAll(msg, u.RawQuery, "REDACTED")
+	}
+	return msg
+}

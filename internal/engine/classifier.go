@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/store"
+)
+
+// Classifier applies a policy to one attempt's result: it reads the
+// response's hints, decides by the policy's rules, turns what the response
+// said into the observation its gate records (on the broker's clock), and
+// applies the gate's state to the decision. Execute's runner and
+// ClassifyResponse share it, so each rule exists once. Get one from
+// Runner.Classifier; it is safe for concurrent use.
+type Classifier struct {
+	store     store.Store
+	clock     Clock
+	rand      Rand
+	storeTime time.Duration
+}
+
+// assessment is what one attempt's result means.
+type assessment struct {
+	// Decision is the policy's decision, before gates and budgets.
+	Decision Decision
+	// Obs is what the response said about its gate, with times on the
+	// broker's clock.
+	Obs store.Observation
+	// Result is what the outcome tells the learned quota and the breaker.
+	Result store.Result
+}
+
+// assess reads and decides in, then computes the gate observation. in.Now
+// (or in.Response.Now) is the clock absolute hints and the deadline are read
+// against: the caller's for ClassifyResponse. now is the broker's clock:
+// gate times are always now plus the hint's delay, so a caller's clock can
+// shape its own decision but never shared state.
+func (c *Classifier) assess(p *Policy, in *Input, now time.Time) assessment {
+	var reading providers.Reading
+	if in.Transport == TransportNone && in.Response != nil && in.Reading == nil {
+		reader := in.Reader
+		if reader == nil {
+			reader = p.Reader()
+		}
+		reading = reader.Read(in.Response)
+		in.Reading = &reading
+	}
+	var a assessment
+	p.decide(in, c.rand, &a.Decision)
+	status := 0
+	respNow := now
+	if in.Transport == TransportNone && in.Response != nil {
+		status, respNow = in.Response.Status, in.Response.Now
+		a.Obs = observation(status, in.Reading, respNow, now)
+	}
+	a.Result = resultOf(status, in.Transport, in.Reading, &a.Obs)
+	return a
+}
+
+// observation turns a reading into what the store records for the gate,
+// re-based from the response's clock (respNow) onto the broker's (now): a
+// hint on 429, 403 or 503 (or on a response the provider marks retryable)
+// closes the gate for the hint's delay; a reported quota is tracked, its
+// reset moved by the same offset. The store bounds both by max_gate.
+func observation(status int, r *providers.Reading, respNow, now time.Time) store.Observation {
+	var obs store.Observation
+	if r == nil {
+		return obs
+	}
+	if r.HasHint && r.Hint.Delay > 0 &&
+		(status == http.StatusTooManyRequests || status == http.StatusForbidden || status == http.StatusServiceUnavailable ||
+			r.Verdict == providers.VerdictRetry) {
+		obs.CloseUntil = now.Add(r.Hint.Delay)
+	}
+	if r.HasQuota && !r.Quota.Reset.IsZero() {
+		obs.HasQuota, obs.Remaining = true, r.Quota.Remaining
+		obs.Reset = now.Add(r.Quota.Reset.Sub(respNow))
+	}
+	return obs
+}
+
+// resultOf says what an attempt's outcome tells the learned quota and the
+// breaker: a response that closes its gate is a refusal; a retryable
+// transport error, a 5xx, 408 or 429 without a hint, or a 4xx the provider
+// marks retryable is a failure; a transport error that says nothing about
+// the destination (canceled, refused by the guard, TLS, no such host) is
+// nothing; any other response was accepted.
+func resultOf(status int, transport TransportError, r *providers.Reading, obs *store.Observation) store.Result {
+	switch {
+	case transport != TransportNone && transport.Retryable():
+		return store.ResultFailed
+	case transport != TransportNone:
+		return store.ResultNone
+	case !obs.CloseUntil.IsZero():
+		return store.ResultRefused
+	case status >= 500, status == http.StatusTooManyRequests, status == http.StatusRequestTimeout:
+		return store.ResultFailed
+	case status >= 400 && r != nil && r.Verdict == providers.VerdictRetry:
+		return store.ResultFailed
+	}
+	return store.ResultAccepted
+}
+
+// holdOf returns how long a gate's state keeps a caller at now from sending
+// and why: its closed gate, or else its open breaker. Zero means open.
+func holdOf(st store.GateStatus, now time.Time) (time.Duration, Reason) {
+	switch {
+	case st.Open():
+		return 0, ReasonUnspecified
+	case !st.ClosedUntil.IsZero() && !st.ClosedUntil.Before(st.BreakerOpenUntil):
+		return max(st.ClosedUntil.Sub(now), 0), ReasonGateClosed
+	}
+	return max(st.BreakerOpenUntil.Sub(now), 0), ReasonBreakerOpen
+}
+
+// waitFits reports whether the policy lets a caller at now wait w: no
+// longer than max_delay, and ending before the deadline (when there is one).
+func (p *Policy) waitFits(w time.Duration, now, deadline time.Time) bool {
+	return w <= p.MaxDelay && (deadline.IsZero() || now.Add(w).Before(deadline))
+}
+
+// applyHold applies a gate's hold (from holdOf) to a retry decision: a
+// retry sooner than the hold waits for it instead, or gives up with the
+// hold as its hint when the policy does not let the caller wait that long.
+func (p *Policy) applyHold(d Decision, hold time.Duration, reason Reason, now, deadline time.Time) Decision {
+	if d.Action != ActionRetry || hold <= d.Delay {
+		return d
+	}
+	if !p.waitFits(hold, now, deadline) {
+		return Decision{Action: ActionDoNotRetry, Reason: reason, Hint: hold, HasHint: true, Rule: d.Rule}
+	}
+	return Decision{Action: ActionRetry, Reason: reason, Delay: hold, Hint: d.Hint, HasHint: d.HasHint, Rule: d.Rule}
+}
+
+// Classification is a response (or transport failure) a caller got itself.
+type Classification struct {
+	// Policy is the caller's policy.
+	Policy *Policy
+	// Reader reads the response's hints; nil means the policy's reader.
+	Reader providers.HintReader
+	// Input is the attempt's result. Input.Now (or Input.Response.Now) is
+	// the caller's clock; a zero Input.Now means the broker's.
+	Input Input
+	// Destination, when set, names the call's gate: the broker records what
+	// the response says (a refusal closes the gate, a failure counts for its
+	// breaker) and applies the gate's state to the decision, as Execute
+	// does. ClassifyResponse spends no retry budget and admits nothing, so
+	// it never holds a call.
+	Destination *Destination
+}
+
+// Classify decides a caller's response. It fails only when the policy
+// fails closed and the shared store cannot be reached (*StoreError); any
+// other store failure leaves the decision to stand on its own.
+func (c *Classifier) Classify(ctx context.Context, cl *Classification) (Decision, error) {
+	now := c.clock.Now()
+	in := cl.Input
+	if in.Reader == nil {
+		in.Reader = cl.Reader
+	}
+	if in.Now.IsZero() {
+		in.Now = now
+	}
+	if in.Response != nil && in.Response.Now.IsZero() {
+		in.Response.Now = in.Now
+	}
+	p := cl.Policy
+	a := c.assess(p, &in, now)
+	if cl.Destination == nil || c.store == nil {
+		return a.Decision, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.storeTime)
+	st, err := c.store.Observe(sctx, store.ObserveRequest{
+		Gate: cl.Destination.gateKey(p), Obs: a.Obs, Result: a.Result,
+		Learning: p.Learning, Breaker: p.Breaker, MaxGate: p.MaxGate, FailClosed: p.FailClosed, Now: now,
+	})
+	cancel()
+	if err != nil {
+		if p.FailClosed {
+			return Decision{}, &StoreError{Err: err}
+		}
+		return a.Decision, nil
+	}
+	hold, reason := holdOf(st, now)
+	return p.applyHold(a.Decision, hold, reason, in.Now, in.Deadline), nil
+}

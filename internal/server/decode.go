@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// Message limits. Each RPC accepts what it may legitimately carry and no
+// more; the server-wide gRPC limits are derived from the largest body a
+// policy may allow (engine.MaxBodyLimit), so no valid policy can allow a
+// body the server would refuse to receive or send.
+const (
+	// MaxClassifyMessage bounds a ClassifyResponse request: two header
+	// lists of 64 KiB, a 64 KiB body, an 8 KiB URL and small fields, with
+	// room for their framing.
+	MaxClassifyMessage = 256 << 10
+	// ExecuteOverhead is what an Execute request may carry beyond its body:
+	// headers (64 KiB), the URL (8 KiB), names and overrides, and framing.
+	ExecuteOverhead = 256 << 10
+	// MaxRecvMsgSize is the server-wide receive limit: the largest Execute
+	// request any policy allows.
+	MaxRecvMsgSize = engine.MaxBodyLimit + ExecuteOverhead
+	// MaxSendMsgSize is the server-wide send limit: the largest response
+	// body any policy allows, plus its headers (the egress transport reads
+	// at most egress.MaxResponseHeaderBytes of them) and the attempts.
+	MaxSendMsgSize = engine.MaxBodyLimit + 2<<20
+)
+
+// RequestLimiter is implemented by services that bound each request
+// message by its RPC and caller (Service does). NewGRPCServer asks it,
+// before decoding, whether a message of n bytes may be decoded for
+// method (a full method name) under ctx, which carries the caller's
+// identity: identity is checked before any message is decoded.
+type RequestLimiter interface {
+	// MaxRequestSize returns the largest request message accepted for
+	// method from the caller of ctx, in bytes.
+	MaxRequestSize(ctx context.Context, method string) int
+}
+
+// rawMessage is a request as received: the codec keeps its bytes instead of
+// decoding them, so the handler can check the caller and the size first.
+type rawMessage struct {
+	buf mem.Buffer
+}
+
+// rawCodec is the server's codec: proto for every message but rawMessage,
+// whose bytes it keeps as they arrived.
+type rawCodec struct{ proto encoding.CodecV2 }
+
+func newRawCodec() rawCodec { return rawCodec{proto: encoding.GetCodecV2("proto")} }
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawMessage); ok {
+		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool())
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// headerFields are, per request type, the field numbers of its repeated
+// header lists, with the path to them: decoding a message of nothing but
+// empty header entries costs tens of bytes of memory per wire byte, so the
+// entries are counted on the wire, before decoding.
+var (
+	classifyHeaderFields = []headerField{{path: "headers", num: 5}, {path: "request_headers", num: 10}}
+	executeHeaderFields  = []headerField{{path: "request.headers", parent: 1, num: 3}}
+)
+
+type headerField struct {
+	path   string
+	parent protowire.Number // 0: a top-level field
+	num    protowire.Number
+}
+
+// decodeRequest checks raw against the RPC's limit and its header counts,
+// then decodes it into m. Every failure is a precise status: an oversized
+// message RESOURCE_EXHAUSTED, a malformed one (invalid encoding, invalid
+// UTF-8 in a string) INVALID_ARGUMENT.
+func decodeRequest(raw *rawMessage, limit int, fields []headerField, m proto.Message) error {
+	data := raw.buf.ReadOnlyData()
+	if len(data) > limit {
+		return status.Errorf(codes.ResourceExhausted, "request message too large: %d bytes (this RPC accepts at most %d)", len(data), limit)
+	}
+	for _, f := range fields {
+		if n := countField(data, f); n > MaxHeaders {
+			var v violations
+			v.add(f.path, "too many headers: %d (at most %d)", n, MaxHeaders)
+			return v.err()
+		}
+	}
+	if err := proto.Unmarshal(data, m); err != nil {
+		return status.Errorf(codes.InvalidArgument, "the request is not a valid %s message: %v", m.ProtoReflect().Descriptor().Name(), err)
+	}
+	return nil
+}
+
+// countField counts the occurrences of f on the wire, inside each top-level
+// f.parent message when set. Malformed input stops the count (the decoder
+// reports it).
+func countField(data []byte, f headerField) int {
+	n := 0
+	for len(data) > 0 {
+		num, typ, tagLen := protowire.ConsumeTag(data)
+		if tagLen < 0 {
+			return n
+		}
+		valLen := protowire.ConsumeFieldValue(num, typ, data[tagLen:])
+		if valLen < 0 {
+			return n
+		}
+		switch {
+		case f.parent == 0 && num == f.num:
+			n++
+		case f.parent != 0 && num == f.parent && typ == protowire.BytesType:
+			inner, l := protowire.ConsumeBytes(data[tagLen:])
+			if l >= 0 {
+				n += countField(inner, headerField{num: f.num})
+			}
+		}
+		data = data[tagLen+valLen:]
+	}
+	return n
+}
+
+// serviceDesc is rbv1.BrokerService_ServiceDesc with handlers that receive
+// each request raw, check its size for the caller, and decode it
+// themselves, so that a malformed message answers INVALID_ARGUMENT (grpc's
+// own decoding answers INTERNAL) and an oversized one is never decoded.
+func serviceDesc(svc rbv1.BrokerServiceServer) *grpc.ServiceDesc {
+	desc := rbv1.BrokerService_ServiceDesc
+	limiter, _ := svc.(RequestLimiter)
+	limit := func(ctx context.Context, method string, def int) int {
+		if limiter != nil {
+			return limiter.MaxRequestSize(ctx, method)
+		}
+		return def
+	}
+	desc.Methods = []grpc.MethodDesc{
+		{MethodName: "Execute", Handler: unaryHandler(rbv1.BrokerService_Execute_FullMethodName, executeHeaderFields,
+			func(ctx context.Context) int {
+				return limit(ctx, rbv1.BrokerService_Execute_FullMethodName, MaxRecvMsgSize)
+			},
+			svc.Execute)},
+		{MethodName: "ClassifyResponse", Handler: unaryHandler(rbv1.BrokerService_ClassifyResponse_FullMethodName, classifyHeaderFields,
+			func(ctx context.Context) int {
+				return limit(ctx, rbv1.BrokerService_ClassifyResponse_FullMethodName, MaxClassifyMessage)
+			},
+			svc.ClassifyResponse)},
+	}
+	desc.Streams = []grpc.StreamDesc{{
+		StreamName:    "ExecuteStream",
+		ServerStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			raw := new(rawMessage)
+			if err := stream.RecvMsg(raw); err != nil {
+				return err
+			}
+			defer raw.buf.Free()
+			in := new(rbv1.ExecuteRequest)
+			lim := limit(stream.Context(), rbv1.BrokerService_ExecuteStream_FullMethodName, MaxRecvMsgSize)
+			if err := decodeRequest(raw, lim, executeHeaderFields, in); err != nil {
+				return err
+			}
+			return srv.(rbv1.BrokerServiceServer).ExecuteStream(in,
+				&grpc.GenericServerStream[rbv1.ExecuteRequest, rbv1.ExecuteStreamResponse]{ServerStream: stream})
+		},
+	}}
+	return &desc
+}
+
+// unaryHandler builds a unary method handler that receives the request
+// raw, checks its size and decodes it itself (interceptors then see the
+// decoded request, as with grpc's own handlers).
+func unaryHandler[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp any](method string, fields []headerField, limit func(context.Context) int, call func(context.Context, PReq) (Resp, error),
+) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		raw := new(rawMessage)
+		if err := dec(raw); err != nil {
+			return nil, err
+		}
+		in := PReq(new(Req))
+		err := decodeRequest(raw, limit(ctx), fields, in)
+		raw.buf.Free()
+		if err != nil {
+			return nil, err
+		}
+		if interceptor == nil {
+			return call(ctx, in)
+		}
+		handler := func(ctx context.Context, req any) (any, error) { return call(ctx, req.(PReq)) }
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, handler)
+	}
+}
+
+// String describes a raw request for logs without its content.
+func (r *rawMessage) String() string { return fmt.Sprintf("request (%d bytes)", r.buf.Len()) }
