@@ -50,7 +50,7 @@ generate: tools
 	$(BIN)/buf generate
 	$(MAKE) -C clients/python generate
 	$(MAKE) -C clients/typescript generate
-	$(MAKE) -C clients/typescript build   # dist/ is committed: `npm install ./clients/typescript` needs no build step
+	$(MAKE) -C clients/typescript build   # dist/ is committed: installing the folder runs no build (clients/typescript/README.md)
 
 ## check-generate: fail when `make generate` changes any committed file
 check-generate: generate
@@ -61,7 +61,7 @@ check-generate: generate
 fmt: tools
 	$(BIN)/gofumpt -w $$(git ls-files '*.go' | grep -v '^gen/')
 
-## lint: gofumpt, go vet, staticcheck, buf lint and buf format
+## lint: gofumpt, go vet, staticcheck, buf lint and buf format; the clients' ruff, mypy, tsc and biome
 lint: tools
 	@out=$$($(BIN)/gofumpt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofumpt would change:"; echo "$$out"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

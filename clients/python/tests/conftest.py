@@ -50,12 +50,13 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    """BrokerProcess is one running broker; ``target`` is its address."""
+    """One running broker process; ``target`` is its address."""
 
     def __init__(self, args: Sequence[str]) -> None:
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
-        self._log = tempfile.TemporaryFile()
+        # Open for the life of the process (closed by stop()), not one block.
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115
         cmd = [str(broker_bin()), "--listen", self.target, *args]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         try:
@@ -96,7 +97,7 @@ class BrokerProcess:
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[BrokerProcess]:
-    """broker runs the embedded dev tenant, allowed to call 127.0.0.1."""
+    """Run a broker with the embedded dev tenant, allowed to call 127.0.0.1."""
     b = BrokerProcess(["--allow-destinations", "127.0.0.1/32"])
     yield b
     b.stop()
@@ -116,7 +117,7 @@ class Reply:
 
 
 class Upstream:
-    """Upstream is a local HTTP server answering a script of replies.
+    """A local HTTP server that answers a script of replies.
 
     Each request takes the next reply (the last one repeats) and records its
     arrival time (time.monotonic) and headers.
@@ -138,7 +139,9 @@ class Upstream:
                 body = self.rfile.read(length) if length else b""
                 with upstream._lock:
                     upstream.arrivals.append(now)
-                    upstream.requests.append((self.command, self.path, list(self.headers.items()), body))
+                    upstream.requests.append(
+                        (self.command, self.path, list(self.headers.items()), body)
+                    )
                     i = len(upstream.arrivals) - 1
                     reply = upstream.replies[min(i, len(upstream.replies) - 1)]
                 self.send_response(reply.status)

@@ -58,3 +58,47 @@ async def test_async_retry_with_fake_sleep(aclient: AsyncBrokerClient) -> None:
 
     assert await aclient.retry(fn, sleep=fake_sleep) == (200, [])
     assert sleeps == [3.0]
+
+
+@pytest.mark.asyncio
+async def test_async_retry_maps_errors_and_closes_discarded_responses(
+    aclient: AsyncBrokerClient,
+) -> None:
+    class Resp:  # shaped like an httpx response
+        def __init__(self, status: int) -> None:
+            self.status_code = status
+            self.headers = {"Retry-After": "0"}
+            self.closed = False
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    sleeps: list[float] = []
+    first, last = Resp(503), Resp(200)
+    script: list[object] = [ConnectionResetError(), first, last]
+
+    async def fake_sleep(s: float) -> None:
+        sleeps.append(s)
+
+    async def fn() -> Resp:
+        r = script.pop(0)
+        if isinstance(r, BaseException):
+            raise r
+        assert isinstance(r, Resp)
+        return r
+
+    assert await aclient.retry(fn, sleep=fake_sleep) is last
+    assert first.closed
+    assert not last.closed
+    assert len(sleeps) == 2
+    assert 0.0 <= sleeps[0] <= 1.0  # backoff after the reset
+    assert sleeps[1] == 0.0  # the 503's Retry-After: 0
+
+
+@pytest.mark.asyncio
+async def test_async_retry_propagates_other_exceptions(aclient: AsyncBrokerClient) -> None:
+    async def fn() -> None:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        await aclient.retry(fn)

@@ -21,16 +21,20 @@ def auth_broker() -> Iterator[BrokerProcess]:
 
 
 def test_missing_key_is_unauthenticated(auth_broker: BrokerProcess) -> None:
-    with BrokerClient(auth_broker.target, timeout=5) as c:
-        with pytest.raises(AuthenticationError) as ei:
-            c.classify(status=503)
+    with (
+        BrokerClient(auth_broker.target, timeout=5) as c,
+        pytest.raises(AuthenticationError) as ei,
+    ):
+        c.classify(status=503)
     assert ei.value.code is grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_wrong_key_is_unauthenticated(auth_broker: BrokerProcess) -> None:
-    with BrokerClient(auth_broker.target, api_key="not-a-real-key", timeout=5) as c:
-        with pytest.raises(AuthenticationError):
-            c.classify(status=503)
+    with (
+        BrokerClient(auth_broker.target, api_key="not-a-real-key", timeout=5) as c,
+        pytest.raises(AuthenticationError),
+    ):
+        c.classify(status=503)
 
 
 def test_team_a_key_works(auth_broker: BrokerProcess) -> None:
@@ -52,6 +56,8 @@ def test_policies_are_per_tenant(auth_broker: BrokerProcess) -> None:
     with BrokerClient(auth_broker.target, api_key="team-a-secret-key", timeout=5) as c:
         d = c.classify(status=503, method="POST", policy="reports")
     assert d.action is Action.RETRY  # reports retries unsafe methods
-    with BrokerClient(auth_broker.target, api_key="team-b-secret-key", timeout=5) as c:
-        with pytest.raises(UnknownPolicyError):
-            c.classify(status=503, policy="reports")
+    with (
+        BrokerClient(auth_broker.target, api_key="team-b-secret-key", timeout=5) as c,
+        pytest.raises(UnknownPolicyError),
+    ):
+        c.classify(status=503, policy="reports")

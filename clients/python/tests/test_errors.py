@@ -89,9 +89,11 @@ def test_timeout_is_a_grpc_deadline() -> None:
 
 
 def test_unreachable_broker_is_unavailable() -> None:
-    with BrokerClient(f"127.0.0.1:{free_port()}", timeout=5) as c:
-        with pytest.raises(UnavailableError):
-            c.classify(status=200)
+    with (
+        BrokerClient(f"127.0.0.1:{free_port()}", timeout=5) as c,
+        pytest.raises(UnavailableError),
+    ):
+        c.classify(status=200)
 
 
 def test_client_side_argument_checks(client: BrokerClient) -> None:
@@ -146,4 +148,5 @@ def test_resource_exhausted_carries_the_retry_delay() -> None:
 def test_status_codes_map_to_exceptions(code: grpc.StatusCode, cls: type[BrokerError]) -> None:
     err = error_from_rpc(_FakeRpcError(code, "m"))
     assert type(err) is cls
-    assert err.code is code and err.code_name == code.name
+    assert err.code is code
+    assert err.code_name == code.name

@@ -18,7 +18,9 @@ from retrybroker import (
 from .conftest import Reply, Upstream
 
 
-def test_execute_waits_for_retry_after_then_succeeds(client: BrokerClient, upstream: Upstream) -> None:
+def test_execute_waits_for_retry_after_then_succeeds(
+    client: BrokerClient, upstream: Upstream
+) -> None:
     upstream.script(
         Reply(503, [("Retry-After", "1")], b"busy"),
         Reply(200, [("Content-Type", "text/plain"), ("X-Dup", "a"), ("X-Dup", "b")], b"hello"),
@@ -37,21 +39,24 @@ def test_execute_waits_for_retry_after_then_succeeds(client: BrokerClient, upstr
 
     assert [a.number for a in r.attempts] == [1, 2]
     first, second = r.attempts
-    assert first.status == 503 and first.transport_error is None
+    assert first.status == 503
+    assert first.transport_error is None
     assert first.decision is not None
     assert first.decision.action is Action.RETRY
     assert first.decision.reason is Reason.SERVER_HINT
     assert first.decision.hint_source == "retry-after"
     assert first.decision.delay == pytest.approx(1.0, abs=1e-3)
     assert second.status == 200
-    assert first.start_time is not None and second.start_time is not None
+    assert first.start_time is not None
+    assert second.start_time is not None
     assert (second.start_time - first.start_time).total_seconds() >= 1.0
 
     # The upstream saw two requests, the second no sooner than the hint.
     assert len(upstream.arrivals) == 2
     assert upstream.arrivals[1] - upstream.arrivals[0] >= 1.0
     for method, path, headers, _ in upstream.requests:
-        assert method == "GET" and path == "/thing?x=1"
+        assert method == "GET"
+        assert path == "/thing?x=1"
         assert ("X-Test", "yes") in headers
 
 
@@ -113,7 +118,9 @@ def test_execute_overrides_limit_retries(client: BrokerClient, upstream: Upstrea
     assert len(upstream.requests) == 2
 
 
-def test_execute_refused_destination_is_permission_denied(client: BrokerClient, upstream: Upstream) -> None:
+def test_execute_refused_destination_is_permission_denied(
+    client: BrokerClient, upstream: Upstream
+) -> None:
     # The dev broker may call 127.0.0.1 only; 127.0.0.2 is refused by the
     # destination guard on the dialled address (loopback, so nothing leaves).
     port = upstream.server.server_address[1]

@@ -1,8 +1,7 @@
-import { type Interceptor, type Transport } from "@connectrpc/connect";
 import type * as http2 from "node:http2";
-import { type TimeLike } from "./convert.js";
+import { type Interceptor, type Transport } from "@connectrpc/connect";
 import { type RetryOptions } from "./retry.js";
-import type { Decision, ExecuteOverrides, ExecuteResult, HeadersLike, TransportErrorKind } from "./types.js";
+import type { ClassifyInput, Decision, ExecuteInput, ExecuteResult } from "./types.js";
 /** Options of a BrokerClient. */
 export interface BrokerClientOptions {
     /** The tenant's API key, sent as `authorization: Bearer <key>`. Omit for the dev tenant of `make run`. */
@@ -20,57 +19,6 @@ export interface BrokerClientOptions {
     interceptors?: Interceptor[];
     /** A ready transport, instead of the gRPC-over-HTTP/2 one built from `target` (tests, custom setups). */
     transport?: Transport;
-}
-/** Per-call options shared by every method. */
-export interface CallOpts {
-    /** Deadline of this call in ms (sent as the gRPC deadline). Default: the client's `timeoutMs`. */
-    timeoutMs?: number;
-    /** Aborts the call. */
-    signal?: AbortSignal;
-}
-/** ExecuteInput describes the HTTP request the broker should make. */
-export interface ExecuteInput extends CallOpts {
-    /** HTTP method; default "GET". */
-    method?: string;
-    /** Absolute http(s) URL. */
-    url: string;
-    /** Request headers (order and duplicates kept). */
-    headers?: HeadersLike;
-    /** Request body; a string is sent as UTF-8. */
-    body?: Uint8Array | ArrayBuffer | string | null;
-    /** The tenant's policy name; default: the client's `defaultPolicy`. */
-    policy?: string;
-    /** Hint reader override, e.g. "github". */
-    provider?: string;
-    /** Narrow the policy for this call. */
-    overrides?: ExecuteOverrides;
-}
-/** ClassifyInput describes a response (or transport failure) you got yourself. */
-export interface ClassifyInput extends CallOpts {
-    /** HTTP status, 100 to 599. Set exactly one of status and transportError. */
-    status?: number;
-    /** Response headers. */
-    headers?: HeadersLike;
-    /** HTTP method of the request; default "GET". */
-    method?: string;
-    /** 1-based number of the attempt that produced the response; default 1. */
-    attempt?: number;
-    /** Hint reader override. */
-    provider?: string;
-    /** The tenant's policy name. */
-    policy?: string;
-    /** Clock for absolute hints (default: the broker's). */
-    now?: TimeLike;
-    /** Leading bytes of the body, for body-aware readers (at most 64 KiB). */
-    body?: Uint8Array | ArrayBuffer | string;
-    /** The failure when there was no response, e.g. "connection_reset". */
-    transportError?: TransportErrorKind;
-    /** Headers the request was sent with (searched for the idempotency key). */
-    requestHeaders?: HeadersLike;
-    /** Request URL: picks the provider by host and shares the tenant's cooldown gate. */
-    url?: string;
-    /** When the logical call must end; a wait past it gives DO_NOT_RETRY / REASON_DEADLINE_TOO_SHORT. */
-    deadline?: TimeLike;
 }
 /**
  * BrokerClient calls a retry broker over gRPC (HTTP/2), with Connect's

@@ -1,9 +1,8 @@
-import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import { bodyBytes, decisionOf, executeResultOf, headersToProto, overridesToProto, timestampOf, transportErrorToProto, } from "./convert.js";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { classifyRequest, decisionOf, executeRequest, executeResultOf } from "./convert.js";
 import { brokerErrorFrom } from "./errors.js";
-import { BrokerService, ClassifyResponseRequestSchema, ExecuteRequestSchema, } from "./gen/retrybroker/v1/broker_pb.js";
+import { BrokerService } from "./gen/retrybroker/v1/broker_pb.js";
 import { runRetry } from "./retry.js";
 /**
  * BrokerClient calls a retry broker over gRPC (HTTP/2), with Connect's
@@ -69,18 +68,7 @@ export class BrokerClient {
      * reached.
      */
     async execute(input) {
-        const req = create(ExecuteRequestSchema, {
-            request: {
-                method: input.method ?? "GET",
-                url: input.url,
-                headers: headersToProto(input.headers),
-                body: bodyBytes(input.body),
-            },
-            policy: input.policy ?? this.defaultPolicy,
-            provider: input.provider ?? "",
-        });
-        if (input.overrides)
-            req.overrides = overridesToProto(input.overrides);
+        const req = executeRequest(input, this.defaultPolicy);
         try {
             return executeResultOf(await this.client.execute(req, this.callOptions(input)));
         }
@@ -90,23 +78,7 @@ export class BrokerClient {
     }
     /** classify asks the broker what to do about a response you got yourself. */
     async classify(input) {
-        const req = create(ClassifyResponseRequestSchema, {
-            policy: input.policy ?? this.defaultPolicy,
-            provider: input.provider ?? "",
-            method: input.method ?? "GET",
-            statusCode: input.status ?? 0,
-            headers: headersToProto(input.headers),
-            attempt: input.attempt ?? 1,
-            body: bodyBytes(input.body),
-            requestHeaders: headersToProto(input.requestHeaders),
-            url: input.url ?? "",
-        });
-        if (input.transportError !== undefined)
-            req.transportError = transportErrorToProto(input.transportError);
-        if (input.now !== undefined)
-            req.now = timestampOf(input.now, "now");
-        if (input.deadline !== undefined)
-            req.deadline = timestampOf(input.deadline, "deadline");
+        const req = classifyRequest(input, this.defaultPolicy);
         try {
             const resp = await this.client.classifyResponse(req, this.callOptions(input));
             return decisionOf(resp.decision);

@@ -1,18 +1,49 @@
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { type Decision as PbDecision, type ExecuteResponse as PbExecuteResponse, type ExecuteOverrides as PbExecuteOverrides, TransportError as PbTransportError } from "./gen/retrybroker/v1/broker_pb.js";
-import { type Decision, type ExecuteOverrides, ExecuteResult, type HeadersLike, type TransportErrorKind } from "./types.js";
-/** A time as a caller may pass it: a Date or Unix milliseconds. */
-export type TimeLike = Date | number;
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Duration, DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { type ClassifyResponseRequestSchema, type ExecuteOverridesSchema, type ExecuteRequestSchema, type Attempt as PbAttempt, type Decision as PbDecision, type ExecuteResponse as PbExecuteResponse, Outcome as PbOutcome, TransportError as PbTransportError } from "./gen/retrybroker/v1/broker_pb.js";
+import { type Attempt, type BodyLike, type ClassifyInput, type Decision, type ExecuteInput, type ExecuteOverrides, ExecuteResult, type HeadersLike, type TimeLike, type TransportErrorKind } from "./types.js";
+/** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export declare function headersToProto(h: HeadersLike | undefined): {
     name: string;
     value: string;
 }[];
-export declare function bodyBytes(body: Uint8Array | ArrayBuffer | string | undefined | null): Uint8Array;
-export declare function durationFromMs(ms: number, what: string): Duration;
-export declare function timestampOf(t: TimeLike, what: string): Timestamp;
+/** bodyBytes returns a body as bytes: empty for undefined or null, UTF-8 for a string. */
+export declare function bodyBytes(body: BodyLike | undefined | null): Uint8Array;
+/**
+ * durationFromMs returns non-negative milliseconds as a Duration init
+ * (nanosecond precision). Throws a RangeError for a negative or non-finite
+ * value; `what` names the argument.
+ */
+export declare function durationFromMs(ms: number, what: string): MessageInitShape<typeof DurationSchema>;
+/**
+ * timestampOf returns a Date or Unix milliseconds as a Timestamp init.
+ * Throws a RangeError for an invalid Date or a non-finite number.
+ */
+export declare function timestampOf(t: TimeLike, what: string): MessageInitShape<typeof TimestampSchema>;
+/** msOf returns a Duration as milliseconds, or undefined when it is unset. */
 export declare function msOf(d: Duration | undefined): number | undefined;
+/**
+ * transportErrorToProto returns the enum value of a kind ("timeout" or
+ * "TRANSPORT_ERROR_TIMEOUT"). Throws a RangeError for a kind this client does
+ * not know.
+ */
 export declare function transportErrorToProto(kind: TransportErrorKind | string): PbTransportError;
+/** decisionOf returns a Decision message as a Decision; `delayMs` is set only when retrying. */
 export declare function decisionOf(d: PbDecision | undefined): Decision;
+/**
+ * attemptOf returns an Attempt message as an Attempt. `status` is undefined
+ * when there was no response; an attempt whose body broke off keeps its
+ * status next to transportError "body_incomplete".
+ */
+export declare function attemptOf(a: PbAttempt): Attempt;
+/** outcomeOf returns an Outcome value's proto name ("OUTCOME_<n>" when unknown). */
+export declare function outcomeOf(v: PbOutcome): string;
+/** executeResultOf returns an ExecuteResponse message as an ExecuteResult. */
 export declare function executeResultOf(r: PbExecuteResponse): ExecuteResult;
-export declare function overridesToProto(o: ExecuteOverrides): PbExecuteOverrides;
+/** overridesInit returns the overrides as an ExecuteOverrides init; undefined fields stay unset. */
+export declare function overridesInit(o: ExecuteOverrides): MessageInitShape<typeof ExecuteOverridesSchema>;
+/** executeRequest returns the request of an Execute (or ExecuteStream) call as a plain object. */
+export declare function executeRequest(input: ExecuteInput, defaultPolicy: string): MessageInitShape<typeof ExecuteRequestSchema>;
+/** classifyRequest returns the request of a ClassifyResponse call as a plain object. */
+export declare function classifyRequest(input: ClassifyInput, defaultPolicy: string): MessageInitShape<typeof ClassifyResponseRequestSchema>;
 //# sourceMappingURL=convert.d.ts.map

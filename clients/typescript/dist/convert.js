@@ -1,10 +1,10 @@
-import { create } from "@bufbuild/protobuf";
-import { DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
-import { Action as PbAction, ExecuteOverridesSchema, Outcome as PbOutcome, Reason as PbReason, TransportError as PbTransportError, } from "./gen/retrybroker/v1/broker_pb.js";
-import { ExecuteResult, TRANSPORT_ERROR_KINDS, headerPairs, } from "./types.js";
+import { Action as PbAction, Outcome as PbOutcome, Reason as PbReason, TransportError as PbTransportError, } from "./gen/retrybroker/v1/broker_pb.js";
+import { ExecuteResult, headerPairs, TRANSPORT_ERROR_KINDS, } from "./types.js";
+/** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export function headersToProto(h) {
     return headerPairs(h).map(([name, value]) => ({ name, value }));
 }
+/** bodyBytes returns a body as bytes: empty for undefined or null, UTF-8 for a string. */
 export function bodyBytes(body) {
     if (body === undefined || body === null)
         return new Uint8Array(0);
@@ -14,38 +14,49 @@ export function bodyBytes(body) {
         return body;
     return new Uint8Array(body);
 }
-function checkMs(ms, what) {
-    if (!Number.isFinite(ms) || ms < 0)
-        throw new RangeError(`${what} must be a finite, non-negative number of milliseconds`);
-}
-export function durationFromMs(ms, what) {
-    checkMs(ms, what);
+/** splitMs returns milliseconds as whole seconds and nanoseconds in [0, 1e9). */
+function splitMs(ms) {
     let seconds = Math.floor(ms / 1000);
     let nanos = Math.round((ms - seconds * 1000) * 1e6);
     if (nanos >= 1e9) {
         seconds += 1;
         nanos -= 1e9;
     }
-    return create(DurationSchema, { seconds: BigInt(seconds), nanos });
+    return { seconds: BigInt(seconds), nanos };
 }
+/**
+ * durationFromMs returns non-negative milliseconds as a Duration init
+ * (nanosecond precision). Throws a RangeError for a negative or non-finite
+ * value; `what` names the argument.
+ */
+export function durationFromMs(ms, what) {
+    if (!Number.isFinite(ms) || ms < 0) {
+        throw new RangeError(`${what} must be a finite, non-negative number of milliseconds`);
+    }
+    return splitMs(ms);
+}
+/**
+ * timestampOf returns a Date or Unix milliseconds as a Timestamp init.
+ * Throws a RangeError for an invalid Date or a non-finite number.
+ */
 export function timestampOf(t, what) {
     const ms = t instanceof Date ? t.getTime() : t;
     if (!Number.isFinite(ms))
         throw new RangeError(`${what} must be a valid Date or Unix milliseconds`);
-    let seconds = Math.floor(ms / 1000);
-    let nanos = Math.round((ms - seconds * 1000) * 1e6);
-    if (nanos >= 1e9) {
-        seconds += 1;
-        nanos -= 1e9;
-    }
-    return create(TimestampSchema, { seconds: BigInt(seconds), nanos });
+    return splitMs(ms);
 }
+/** msOf returns a Duration as milliseconds, or undefined when it is unset. */
 export function msOf(d) {
     return d === undefined ? undefined : Number(d.seconds) * 1000 + d.nanos / 1e6;
 }
 function dateOf(t) {
     return t === undefined ? undefined : new Date(Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6));
 }
+/**
+ * transportErrorToProto returns the enum value of a kind ("timeout" or
+ * "TRANSPORT_ERROR_TIMEOUT"). Throws a RangeError for a kind this client does
+ * not know.
+ */
 export function transportErrorToProto(kind) {
     let k = kind.trim().toLowerCase();
     if (k.startsWith("transport_error_"))
@@ -58,16 +69,19 @@ export function transportErrorToProto(kind) {
         throw new RangeError(`unknown transport error ${JSON.stringify(kind)}`);
     return v;
 }
+/** transportErrorOf returns the kind of an enum value; undefined for UNSPECIFIED, "transport_error_<n>" when unknown. */
 function transportErrorOf(v) {
     if (v === PbTransportError.UNSPECIFIED)
         return undefined;
     const name = PbTransportError[v];
     return (name ? name.toLowerCase() : `transport_error_${v}`);
 }
+/** enumName returns the proto name of a value, or prefix + number when this client does not know it. */
 function enumName(e, v, prefix) {
     const name = e[v];
     return name === undefined ? `${prefix}${v}` : `${prefix}${name}`;
 }
+/** decisionOf returns a Decision message as a Decision; `delayMs` is set only when retrying. */
 export function decisionOf(d) {
     const action = d?.action === PbAction.RETRY ? "retry" : d?.action === PbAction.DO_NOT_RETRY ? "do_not_retry" : "unspecified";
     const out = {
@@ -75,6 +89,7 @@ export function decisionOf(d) {
         hintSource: d?.hintSource ?? "",
         reason: enumName(PbReason, d?.reason ?? 0, "REASON_"),
         provider: d?.provider ?? "",
+        rule: d?.rule ?? "",
     };
     if (action === "retry")
         out.delayMs = msOf(d?.delay) ?? 0;
@@ -83,18 +98,24 @@ export function decisionOf(d) {
         out.hintMs = hint;
     return out;
 }
-function attemptOf(a) {
+/**
+ * attemptOf returns an Attempt message as an Attempt. `status` is undefined
+ * when there was no response; an attempt whose body broke off keeps its
+ * status next to transportError "body_incomplete".
+ */
+export function attemptOf(a) {
     const te = transportErrorOf(a.transportError);
     const out = {
         number: a.number,
         durationMs: msOf(a.duration) ?? 0,
         errorMessage: a.errorMessage,
         waitedMs: msOf(a.waited) ?? 0,
+        probe: a.probe,
     };
     const start = dateOf(a.startTime);
     if (start)
         out.startTime = start;
-    if (te === undefined && a.statusCode !== 0)
+    if (a.statusCode !== 0)
         out.status = a.statusCode;
     if (te !== undefined)
         out.transportError = te;
@@ -102,22 +123,66 @@ function attemptOf(a) {
         out.decision = decisionOf(a.decision);
     return out;
 }
+/** outcomeOf returns an Outcome value's proto name ("OUTCOME_<n>" when unknown). */
+export function outcomeOf(v) {
+    return enumName(PbOutcome, v, "OUTCOME_");
+}
+/** executeResultOf returns an ExecuteResponse message as an ExecuteResult. */
 export function executeResultOf(r) {
     const resp = r.response;
-    return new ExecuteResult(resp?.statusCode, (resp?.headers ?? []).map((h) => [h.name, h.value]), resp?.body ?? new Uint8Array(0), resp?.bodyTruncated ?? false, r.attempts.map(attemptOf), enumName(PbOutcome, r.outcome, "OUTCOME_"), msOf(r.retryAfter), r.provider);
+    return new ExecuteResult({
+        status: resp?.statusCode,
+        headers: (resp?.headers ?? []).map((h) => [h.name, h.value]),
+        body: resp?.body ?? new Uint8Array(0),
+        bodyTruncated: resp?.bodyTruncated ?? false,
+        bodyIncomplete: resp?.bodyIncomplete ?? false,
+        attempts: r.attempts.map(attemptOf),
+        outcome: outcomeOf(r.outcome),
+        retryAfterMs: msOf(r.retryAfter),
+        provider: r.provider,
+    });
 }
-export function overridesToProto(o) {
-    const m = create(ExecuteOverridesSchema, {});
-    if (o.maxRetries !== undefined)
-        m.maxRetries = o.maxRetries;
-    if (o.maxDelayMs !== undefined)
-        m.maxDelay = durationFromMs(o.maxDelayMs, "maxDelayMs");
-    if (o.totalTimeoutMs !== undefined)
-        m.totalTimeout = durationFromMs(o.totalTimeoutMs, "totalTimeoutMs");
-    if (o.attemptTimeoutMs !== undefined)
-        m.attemptTimeout = durationFromMs(o.attemptTimeoutMs, "attemptTimeoutMs");
-    if (o.maxResponseBody !== undefined)
-        m.maxResponseBody = BigInt(o.maxResponseBody);
-    return m;
+/** overridesInit returns the overrides as an ExecuteOverrides init; undefined fields stay unset. */
+export function overridesInit(o) {
+    return {
+        ...(o.maxRetries !== undefined && { maxRetries: o.maxRetries }),
+        ...(o.maxDelayMs !== undefined && { maxDelay: durationFromMs(o.maxDelayMs, "maxDelayMs") }),
+        ...(o.totalTimeoutMs !== undefined && { totalTimeout: durationFromMs(o.totalTimeoutMs, "totalTimeoutMs") }),
+        ...(o.attemptTimeoutMs !== undefined && {
+            attemptTimeout: durationFromMs(o.attemptTimeoutMs, "attemptTimeoutMs"),
+        }),
+        ...(o.maxResponseBody !== undefined && { maxResponseBody: BigInt(o.maxResponseBody) }),
+    };
+}
+/** executeRequest returns the request of an Execute (or ExecuteStream) call as a plain object. */
+export function executeRequest(input, defaultPolicy) {
+    return {
+        request: {
+            method: input.method ?? "GET",
+            url: input.url,
+            headers: headersToProto(input.headers),
+            body: bodyBytes(input.body),
+        },
+        policy: input.policy ?? defaultPolicy,
+        provider: input.provider ?? "",
+        ...(input.overrides && { overrides: overridesInit(input.overrides) }),
+    };
+}
+/** classifyRequest returns the request of a ClassifyResponse call as a plain object. */
+export function classifyRequest(input, defaultPolicy) {
+    return {
+        policy: input.policy ?? defaultPolicy,
+        provider: input.provider ?? "",
+        method: input.method ?? "GET",
+        statusCode: input.status ?? 0,
+        headers: headersToProto(input.headers),
+        attempt: input.attempt ?? 1,
+        body: bodyBytes(input.body),
+        requestHeaders: headersToProto(input.requestHeaders),
+        url: input.url ?? "",
+        ...(input.transportError !== undefined && { transportError: transportErrorToProto(input.transportError) }),
+        ...(input.now !== undefined && { now: timestampOf(input.now, "now") }),
+        ...(input.deadline !== undefined && { deadline: timestampOf(input.deadline, "deadline") }),
+    };
 }
 //# sourceMappingURL=convert.js.map

@@ -1,5 +1,5 @@
 import type { BrokerClient } from "./client.js";
-import { ExecuteResult, type ExecuteOverrides } from "./types.js";
+import type { ExecuteOverrides, ExecuteResult } from "./types.js";
 /** Options of createBrokerFetch. */
 export interface BrokerFetchOptions {
     /** The tenant's policy name for every request. */

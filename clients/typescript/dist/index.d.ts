@@ -3,15 +3,14 @@
  *
  * Durations are milliseconds throughout. See README.md.
  */
-export { BrokerClient } from "./client.js";
-export type { BrokerClientOptions, CallOpts, ClassifyInput, ExecuteInput } from "./client.js";
-export { createBrokerFetch, executeResultOf, BrokerFetchError } from "./fetch.js";
-export type { BrokerFetch, BrokerFetchOptions } from "./fetch.js";
-export { defaultSleep, httpResultOf, transportErrorOf } from "./retry.js";
-export type { Classifier, RetryEvent, RetryOptions } from "./retry.js";
-export { AuthenticationError, BrokerError, CanceledError, DeadlineExceededError, InvalidArgumentError, PermissionDeniedError, RateLimitedError, UnavailableError, UnknownPolicyError, } from "./errors.js";
-export { ExecuteResult, TRANSPORT_ERROR_KINDS, headerPairs } from "./types.js";
-export type { Action, Attempt, Decision, ExecuteOverrides, FieldViolation, HeaderPair, HeadersLike, HttpResult, Outcome, Reason, TransportErrorKind, } from "./types.js";
-export type { TimeLike } from "./convert.js";
 export { Code } from "@connectrpc/connect";
+export type { BrokerClientOptions } from "./client.js";
+export { BrokerClient } from "./client.js";
+export { AuthenticationError, BrokerError, CanceledError, DeadlineExceededError, InvalidArgumentError, PermissionDeniedError, RateLimitedError, UnavailableError, UnknownPolicyError, } from "./errors.js";
+export type { BrokerFetch, BrokerFetchOptions } from "./fetch.js";
+export { BrokerFetchError, createBrokerFetch, executeResultOf } from "./fetch.js";
+export type { Classifier, RetryEvent, RetryOptions } from "./retry.js";
+export { defaultSleep, httpResultOf, transportErrorOf } from "./retry.js";
+export type { Action, Attempt, BodyLike, CallOpts, ClassifyInput, Decision, ExecuteInput, ExecuteOverrides, ExecuteResultInit, FieldViolation, HeaderPair, HeadersLike, HttpResult, Outcome, Reason, TimeLike, TransportErrorKind, } from "./types.js";
+export { ExecuteResult, headerPairs, OUTCOMES, REASONS, TRANSPORT_ERROR_KINDS } from "./types.js";
 //# sourceMappingURL=index.d.ts.map

@@ -1,5 +1,4 @@
-import type { ClassifyInput } from "./client.js";
-import type { Decision, HeadersLike, HttpResult, TransportErrorKind } from "./types.js";
+import type { ClassifyInput, Decision, HeadersLike, HttpResult, TransportErrorKind } from "./types.js";
 /** Anything that can classify; BrokerClient is one. */
 export interface Classifier {
     classify(input: ClassifyInput): Promise<Decision>;
@@ -27,7 +26,12 @@ export interface RetryOptions<T> {
     provider?: string;
     /** The tenant's policy name. */
     policy?: string;
-    /** Time the whole loop may take, waits included, in ms; the broker stops retries that would run past it. */
+    /**
+     * Time the whole loop may take, waits included, in ms; the broker stops
+     * retries that would run past it. Measured on the monotonic
+     * `performance.now()` (or on `now`, when given), so a wall-clock step does
+     * not change it; sent as `Date.now()` plus what is left.
+     */
     deadlineMs?: number;
     /**
      * Turns fn's result into status, headers and (optionally) leading body
@@ -40,9 +44,9 @@ export interface RetryOptions<T> {
     /** Waits `ms` milliseconds (inject a fake in tests). Default: a timer, aborted by `signal`. */
     sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
     /**
-     * Clock in Unix ms (inject a fake in tests). When given it is also sent
-     * as `now`, so absolute hints (HTTP-dates, reset times) are read against
-     * it; otherwise `Date.now` sets the deadline and the broker's clock reads hints.
+     * Clock in Unix ms (inject a fake in tests). When given, it measures the
+     * deadline and its reading is sent as `now`, so absolute hints (HTTP-dates,
+     * reset times) are read against it; otherwise the broker's clock reads hints.
      */
     now?: () => number;
     /**
@@ -73,5 +77,9 @@ export declare function httpResultOf(value: unknown): HttpResult;
  * is "other" (not retryable).
  */
 export declare function transportErrorOf(error: unknown): TransportErrorKind | undefined;
+/**
+ * runRetry is the loop behind BrokerClient.retry: call fn, classify what
+ * happened, then return, rethrow, or sleep and go again.
+ */
 export declare function runRetry<T>(broker: Classifier, fn: (attempt: number) => Promise<T>, o: RetryOptions<T>): Promise<T>;
 //# sourceMappingURL=retry.d.ts.map

@@ -101,12 +101,20 @@ export function transportErrorOf(error) {
     }
     return fetchFailed ? "other" : undefined;
 }
+/**
+ * runRetry is the loop behind BrokerClient.retry: call fn, classify what
+ * happened, then return, rethrow, or sleep and go again.
+ */
 export async function runRetry(broker, fn, o) {
     const inspect = o.inspect ?? ((r) => httpResultOf(r));
     const kindOf = o.transportErrorOf ?? transportErrorOf;
     const sleep = o.sleep ?? defaultSleep;
-    const clock = o.now ?? Date.now;
-    const deadline = o.deadlineMs !== undefined ? clock() + o.deadlineMs : undefined;
+    const monotonic = o.now ?? (() => performance.now());
+    const wall = o.now ?? Date.now;
+    if (o.deadlineMs !== undefined && !(o.deadlineMs >= 0)) {
+        throw new RangeError("deadlineMs must be a non-negative number of milliseconds");
+    }
+    const deadlineAt = o.deadlineMs !== undefined ? monotonic() + o.deadlineMs : undefined;
     for (let attempt = 1;; attempt++) {
         o.signal?.throwIfAborted();
         let result;
@@ -128,33 +136,19 @@ export async function runRetry(broker, fn, o) {
         const input = {
             method: o.method ?? "GET",
             attempt,
+            ...(info && { status: info.status }),
+            ...(info?.headers !== undefined && { headers: info.headers }),
+            ...(info?.body !== undefined && { body: info.body }),
+            ...(info === undefined && kind !== undefined && { transportError: kind }),
+            ...(o.url !== undefined && { url: o.url }),
+            ...(o.requestHeaders !== undefined && { requestHeaders: o.requestHeaders }),
+            ...(o.provider !== undefined && { provider: o.provider }),
+            ...(o.policy !== undefined && { policy: o.policy }),
+            ...(o.now !== undefined && { now: o.now() }),
+            ...(deadlineAt !== undefined && { deadline: wall() + (deadlineAt - monotonic()) }),
+            ...(o.timeoutMs !== undefined && { timeoutMs: o.timeoutMs }),
+            ...(o.signal !== undefined && { signal: o.signal }),
         };
-        if (info) {
-            input.status = info.status;
-            if (info.headers !== undefined)
-                input.headers = info.headers;
-            if (info.body !== undefined)
-                input.body = info.body;
-        }
-        else if (kind !== undefined) {
-            input.transportError = kind;
-        }
-        if (o.url !== undefined)
-            input.url = o.url;
-        if (o.requestHeaders !== undefined)
-            input.requestHeaders = o.requestHeaders;
-        if (o.provider !== undefined)
-            input.provider = o.provider;
-        if (o.policy !== undefined)
-            input.policy = o.policy;
-        if (o.now !== undefined)
-            input.now = o.now();
-        if (deadline !== undefined)
-            input.deadline = deadline;
-        if (o.timeoutMs !== undefined)
-            input.timeoutMs = o.timeoutMs;
-        if (o.signal !== undefined)
-            input.signal = o.signal;
         const decision = await broker.classify(input);
         if (decision.action !== "retry") {
             if (failed)

@@ -8,18 +8,31 @@
  */
 /** Action says whether to send the request again. */
 export type Action = "retry" | "do_not_retry" | "unspecified";
-/** Reason explains a Decision; values are the proto enum names. */
-export type Reason = "REASON_UNSPECIFIED" | "REASON_SERVER_HINT" | "REASON_BACKOFF" | "REASON_SUCCESS" | "REASON_STATUS_NOT_RETRYABLE" | "REASON_UNSAFE_METHOD" | "REASON_ATTEMPTS_EXHAUSTED" | "REASON_HINT_EXCEEDS_MAX_DELAY" | "REASON_DEADLINE_TOO_SHORT" | "REASON_TRANSPORT_ERROR_NOT_RETRYABLE" | "REASON_TRANSPORT_RETRY_DISABLED" | "REASON_PROVIDER_FORBIDS_RETRY" | "REASON_RETRY_BUDGET_EXHAUSTED" | "REASON_GATE_CLOSED" | "REASON_CANCELED" | (string & {});
-/** Outcome says how an Execute call ended; values are the proto enum names. */
-export type Outcome = "OUTCOME_UNSPECIFIED" | "OUTCOME_SUCCESS" | "OUTCOME_NOT_RETRYABLE" | "OUTCOME_ATTEMPTS_EXHAUSTED" | "OUTCOME_HINT_EXCEEDS_MAX_DELAY" | "OUTCOME_DEADLINE_TOO_SHORT" | "OUTCOME_RETRY_BUDGET_EXHAUSTED" | "OUTCOME_GATE_CLOSED" | "OUTCOME_CANCELED" | (string & {});
+/** REASONS lists every Reason this client knows, as the proto enum names. */
+export declare const REASONS: readonly ["REASON_UNSPECIFIED", "REASON_SERVER_HINT", "REASON_BACKOFF", "REASON_SUCCESS", "REASON_STATUS_NOT_RETRYABLE", "REASON_UNSAFE_METHOD", "REASON_ATTEMPTS_EXHAUSTED", "REASON_HINT_EXCEEDS_MAX_DELAY", "REASON_DEADLINE_TOO_SHORT", "REASON_TRANSPORT_ERROR_NOT_RETRYABLE", "REASON_TRANSPORT_RETRY_DISABLED", "REASON_PROVIDER_FORBIDS_RETRY", "REASON_RETRY_BUDGET_EXHAUSTED", "REASON_GATE_CLOSED", "REASON_CANCELED", "REASON_BREAKER_OPEN", "REASON_SHUTTING_DOWN"];
 /**
- * TransportErrorKind is the kind of a failure that produced no HTTP
- * response: the lower-case suffix of the proto enum name (the spelling of
- * the conformance vectors).
+ * Reason explains a Decision; values are the proto enum names. A newer
+ * broker may send a reason this client does not know: it arrives as its
+ * name, or as "REASON_<number>".
  */
-export type TransportErrorKind = "connection_refused" | "connection_reset" | "eof" | "timeout" | "dns_temporary" | "dns_not_found" | "tls_certificate" | "canceled" | "invalid_url" | "destination_refused" | "other";
+export type Reason = (typeof REASONS)[number] | (string & {});
+/** OUTCOMES lists every Outcome this client knows, as the proto enum names. */
+export declare const OUTCOMES: readonly ["OUTCOME_UNSPECIFIED", "OUTCOME_SUCCESS", "OUTCOME_NOT_RETRYABLE", "OUTCOME_ATTEMPTS_EXHAUSTED", "OUTCOME_HINT_EXCEEDS_MAX_DELAY", "OUTCOME_DEADLINE_TOO_SHORT", "OUTCOME_RETRY_BUDGET_EXHAUSTED", "OUTCOME_GATE_CLOSED", "OUTCOME_CANCELED", "OUTCOME_BREAKER_OPEN", "OUTCOME_SHUTTING_DOWN"];
+/** Outcome says how an Execute call ended; values are the proto enum names (open, as Reason). */
+export type Outcome = (typeof OUTCOMES)[number] | (string & {});
+/**
+ * TransportErrorKind is the kind of a failure that produced no (complete)
+ * HTTP response: the lower-case suffix of the proto enum name (the spelling
+ * of the conformance vectors). "body_incomplete" is the one kind that comes
+ * with a status: the response headers arrived but the body ended early.
+ */
+export type TransportErrorKind = "connection_refused" | "connection_reset" | "eof" | "timeout" | "dns_temporary" | "dns_not_found" | "tls_certificate" | "canceled" | "invalid_url" | "destination_refused" | "other" | "body_incomplete";
 /** TRANSPORT_ERROR_KINDS lists every TransportErrorKind. */
 export declare const TRANSPORT_ERROR_KINDS: readonly TransportErrorKind[];
+/** A time as a caller may pass it: a Date or Unix milliseconds. */
+export type TimeLike = Date | number;
+/** A request body as a caller may pass it; a string is sent as UTF-8. */
+export type BodyLike = Uint8Array | ArrayBuffer | string;
 /** A header as a (name, value) pair. */
 export type HeaderPair = [name: string, value: string];
 /**
@@ -41,6 +54,11 @@ export interface Decision {
     reason: Reason;
     /** The hint reader that was used, e.g. "github". */
     provider: string;
+    /**
+     * The provider catalog rule that decided, e.g. "openai/insufficient_quota";
+     * "" when the header readers and the standard rules decided.
+     */
+    rule: string;
 }
 /** Attempt records one send (or one refused chance to send) of Execute. */
 export interface Attempt {
@@ -50,9 +68,12 @@ export interface Attempt {
     startTime?: Date;
     /** From sending to the response headers (or the error), in ms. */
     durationMs: number;
-    /** HTTP status; undefined when transportError is set. */
+    /**
+     * HTTP status; undefined when there was no response. An attempt whose body
+     * broke off has both a status and transportError "body_incomplete".
+     */
     status?: number;
-    /** The kind of failure when there was no response. */
+    /** The kind of failure when there was no (complete) response. */
     transportError?: TransportErrorKind;
     /** The broker's description of that failure (URL redacted). */
     errorMessage: string;
@@ -60,6 +81,8 @@ export interface Attempt {
     decision?: Decision;
     /** How long the broker waited before sending this attempt, in ms. */
     waitedMs: number;
+    /** True when the attempt went out as the single trial call of a learning cooldown gate or a half-open breaker. */
+    probe: boolean;
 }
 /** ExecuteOverrides narrow the tenant's policy for one call (more conservative only). */
 export interface ExecuteOverrides {
@@ -86,6 +109,27 @@ export interface FieldViolation {
     field: string;
     description: string;
 }
+/** The fields of an ExecuteResult, as its constructor takes them. */
+export interface ExecuteResultInit {
+    /** Final HTTP status; undefined when the last attempt ended in a transport error or nothing was sent. */
+    status?: number | undefined;
+    /** Response headers in the order received, duplicates kept. Default: none. */
+    headers?: HeaderPair[];
+    /** Response body, up to the policy's limit. Default: empty. */
+    body?: Uint8Array;
+    /** True when the body was longer than returned (the policy's limit cut it). Default: false. */
+    bodyTruncated?: boolean;
+    /** True when the upstream body ended early (reset, short Content-Length, read timeout). Default: false. */
+    bodyIncomplete?: boolean;
+    /** Every attempt, in order. Default: none. */
+    attempts?: Attempt[];
+    /** How the call ended, e.g. "OUTCOME_SUCCESS". */
+    outcome: Outcome;
+    /** When the caller may try again (ms). */
+    retryAfterMs?: number | undefined;
+    /** The hint reader that was used. Default: "". */
+    provider?: string;
+}
 /** ExecuteResult is the final response of an Execute call. */
 export declare class ExecuteResult {
     /** Final HTTP status; undefined when the last attempt ended in a transport error or nothing was sent. */
@@ -94,33 +138,27 @@ export declare class ExecuteResult {
     readonly headers: HeaderPair[];
     /** Response body, up to the policy's limit. */
     readonly body: Uint8Array;
-    /** True when the body was longer than returned. */
+    /** True when the body was longer than returned (the policy's limit cut it). */
     readonly bodyTruncated: boolean;
+    /**
+     * True when the upstream body ended early (reset, short Content-Length,
+     * timeout while reading): `body` holds what arrived. Such a result never
+     * has outcome "OUTCOME_SUCCESS".
+     */
+    readonly bodyIncomplete: boolean;
     /** Every attempt, in order. */
     readonly attempts: Attempt[];
     /** How the call ended, e.g. "OUTCOME_SUCCESS". */
     readonly outcome: Outcome;
-    /** When the caller may try again (ms), when the broker gave up early on a hint, deadline or closed gate. */
+    /**
+     * When the caller may try again (ms), when the broker gave up early on a
+     * hint, a deadline, a closed gate or an open breaker, or stopped while
+     * waiting ("OUTCOME_SHUTTING_DOWN").
+     */
     readonly retryAfterMs: number | undefined;
     /** The hint reader that was used. */
     readonly provider: string;
-    constructor(
-    /** Final HTTP status; undefined when the last attempt ended in a transport error or nothing was sent. */
-    status: number | undefined, 
-    /** Response headers in the order received, duplicates kept. */
-    headers: HeaderPair[], 
-    /** Response body, up to the policy's limit. */
-    body: Uint8Array, 
-    /** True when the body was longer than returned. */
-    bodyTruncated: boolean, 
-    /** Every attempt, in order. */
-    attempts: Attempt[], 
-    /** How the call ended, e.g. "OUTCOME_SUCCESS". */
-    outcome: Outcome, 
-    /** When the caller may try again (ms), when the broker gave up early on a hint, deadline or closed gate. */
-    retryAfterMs: number | undefined, 
-    /** The hint reader that was used. */
-    provider: string);
+    constructor(init: ExecuteResultInit);
     /** header returns the first value of a header (case-insensitive). */
     header(name: string): string | undefined;
     /** headerValues returns every value of a header (case-insensitive), in order. */
@@ -136,4 +174,55 @@ export declare class ExecuteResult {
  * does), except set-cookie, one pair per cookie.
  */
 export declare function headerPairs(headers: HeadersLike | undefined): HeaderPair[];
+/** Per-call options shared by every method. */
+export interface CallOpts {
+    /** Deadline of this call in ms (sent as the gRPC deadline). Default: the client's `timeoutMs`. */
+    timeoutMs?: number;
+    /** Aborts the call. */
+    signal?: AbortSignal;
+}
+/** ExecuteInput describes the HTTP request the broker should make. */
+export interface ExecuteInput extends CallOpts {
+    /** HTTP method; default "GET". */
+    method?: string;
+    /** Absolute http(s) URL. */
+    url: string;
+    /** Request headers (order and duplicates kept). */
+    headers?: HeadersLike;
+    /** Request body; a string is sent as UTF-8. */
+    body?: BodyLike | null;
+    /** The tenant's policy name; default: the client's `defaultPolicy`. */
+    policy?: string;
+    /** Hint reader override, e.g. "github". */
+    provider?: string;
+    /** Narrow the policy for this call. */
+    overrides?: ExecuteOverrides;
+}
+/** ClassifyInput describes a response (or transport failure) you got yourself. */
+export interface ClassifyInput extends CallOpts {
+    /** HTTP status, 100 to 599. Set exactly one of status and transportError. */
+    status?: number;
+    /** Response headers. */
+    headers?: HeadersLike;
+    /** HTTP method of the request; default "GET". */
+    method?: string;
+    /** 1-based number of the attempt that produced the response; default 1. */
+    attempt?: number;
+    /** Hint reader override. */
+    provider?: string;
+    /** The tenant's policy name. */
+    policy?: string;
+    /** Clock for absolute hints (default: the broker's). */
+    now?: TimeLike;
+    /** Leading bytes of the body, for body-aware readers (at most 64 KiB). */
+    body?: BodyLike;
+    /** The failure when there was no response, e.g. "connection_reset". */
+    transportError?: TransportErrorKind;
+    /** Headers the request was sent with (searched for the idempotency key). */
+    requestHeaders?: HeadersLike;
+    /** Request URL: picks the provider by host and shares the tenant's cooldown gate. */
+    url?: string;
+    /** When the logical call must end; a wait past it gives DO_NOT_RETRY / REASON_DEADLINE_TOO_SHORT. */
+    deadline?: TimeLike;
+}
 //# sourceMappingURL=types.d.ts.map

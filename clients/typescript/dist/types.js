@@ -6,6 +6,40 @@
  * `ExecuteResult.retryAfterMs`, `timeoutMs`. Times are `Date`s or Unix
  * milliseconds.
  */
+/** REASONS lists every Reason this client knows, as the proto enum names. */
+export const REASONS = [
+    "REASON_UNSPECIFIED",
+    "REASON_SERVER_HINT",
+    "REASON_BACKOFF",
+    "REASON_SUCCESS",
+    "REASON_STATUS_NOT_RETRYABLE",
+    "REASON_UNSAFE_METHOD",
+    "REASON_ATTEMPTS_EXHAUSTED",
+    "REASON_HINT_EXCEEDS_MAX_DELAY",
+    "REASON_DEADLINE_TOO_SHORT",
+    "REASON_TRANSPORT_ERROR_NOT_RETRYABLE",
+    "REASON_TRANSPORT_RETRY_DISABLED",
+    "REASON_PROVIDER_FORBIDS_RETRY",
+    "REASON_RETRY_BUDGET_EXHAUSTED",
+    "REASON_GATE_CLOSED",
+    "REASON_CANCELED",
+    "REASON_BREAKER_OPEN",
+    "REASON_SHUTTING_DOWN",
+];
+/** OUTCOMES lists every Outcome this client knows, as the proto enum names. */
+export const OUTCOMES = [
+    "OUTCOME_UNSPECIFIED",
+    "OUTCOME_SUCCESS",
+    "OUTCOME_NOT_RETRYABLE",
+    "OUTCOME_ATTEMPTS_EXHAUSTED",
+    "OUTCOME_HINT_EXCEEDS_MAX_DELAY",
+    "OUTCOME_DEADLINE_TOO_SHORT",
+    "OUTCOME_RETRY_BUDGET_EXHAUSTED",
+    "OUTCOME_GATE_CLOSED",
+    "OUTCOME_CANCELED",
+    "OUTCOME_BREAKER_OPEN",
+    "OUTCOME_SHUTTING_DOWN",
+];
 /** TRANSPORT_ERROR_KINDS lists every TransportErrorKind. */
 export const TRANSPORT_ERROR_KINDS = [
     "connection_refused",
@@ -19,42 +53,46 @@ export const TRANSPORT_ERROR_KINDS = [
     "invalid_url",
     "destination_refused",
     "other",
+    "body_incomplete",
 ];
 /** ExecuteResult is the final response of an Execute call. */
 export class ExecuteResult {
-    status;
-    headers;
-    body;
-    bodyTruncated;
-    attempts;
-    outcome;
-    retryAfterMs;
-    provider;
-    constructor(
     /** Final HTTP status; undefined when the last attempt ended in a transport error or nothing was sent. */
-    status, 
+    status;
     /** Response headers in the order received, duplicates kept. */
-    headers, 
+    headers;
     /** Response body, up to the policy's limit. */
-    body, 
-    /** True when the body was longer than returned. */
-    bodyTruncated, 
+    body;
+    /** True when the body was longer than returned (the policy's limit cut it). */
+    bodyTruncated;
+    /**
+     * True when the upstream body ended early (reset, short Content-Length,
+     * timeout while reading): `body` holds what arrived. Such a result never
+     * has outcome "OUTCOME_SUCCESS".
+     */
+    bodyIncomplete;
     /** Every attempt, in order. */
-    attempts, 
+    attempts;
     /** How the call ended, e.g. "OUTCOME_SUCCESS". */
-    outcome, 
-    /** When the caller may try again (ms), when the broker gave up early on a hint, deadline or closed gate. */
-    retryAfterMs, 
+    outcome;
+    /**
+     * When the caller may try again (ms), when the broker gave up early on a
+     * hint, a deadline, a closed gate or an open breaker, or stopped while
+     * waiting ("OUTCOME_SHUTTING_DOWN").
+     */
+    retryAfterMs;
     /** The hint reader that was used. */
-    provider) {
-        this.status = status;
-        this.headers = headers;
-        this.body = body;
-        this.bodyTruncated = bodyTruncated;
-        this.attempts = attempts;
-        this.outcome = outcome;
-        this.retryAfterMs = retryAfterMs;
-        this.provider = provider;
+    provider;
+    constructor(init) {
+        this.status = init.status;
+        this.headers = init.headers ?? [];
+        this.body = init.body ?? new Uint8Array(0);
+        this.bodyTruncated = init.bodyTruncated ?? false;
+        this.bodyIncomplete = init.bodyIncomplete ?? false;
+        this.attempts = init.attempts ?? [];
+        this.outcome = init.outcome;
+        this.retryAfterMs = init.retryAfterMs;
+        this.provider = init.provider ?? "";
     }
     /** header returns the first value of a header (case-insensitive). */
     header(name) {

@@ -1,31 +1,11 @@
-import { create } from "@bufbuild/protobuf";
-import { type CallOptions, type Client, type Interceptor, type Transport, createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import type * as http2 from "node:http2";
-import {
-  bodyBytes,
-  decisionOf,
-  executeResultOf,
-  headersToProto,
-  overridesToProto,
-  type TimeLike,
-  timestampOf,
-  transportErrorToProto,
-} from "./convert.js";
+import { type CallOptions, type Client, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { classifyRequest, decisionOf, executeRequest, executeResultOf } from "./convert.js";
 import { brokerErrorFrom } from "./errors.js";
-import {
-  BrokerService,
-  ClassifyResponseRequestSchema,
-  ExecuteRequestSchema,
-} from "./gen/retrybroker/v1/broker_pb.js";
+import { BrokerService } from "./gen/retrybroker/v1/broker_pb.js";
 import { type RetryOptions, runRetry } from "./retry.js";
-import type {
-  Decision,
-  ExecuteOverrides,
-  ExecuteResult,
-  HeadersLike,
-  TransportErrorKind,
-} from "./types.js";
+import type { CallOpts, ClassifyInput, Decision, ExecuteInput, ExecuteResult } from "./types.js";
 
 /** Options of a BrokerClient. */
 export interface BrokerClientOptions {
@@ -44,60 +24,6 @@ export interface BrokerClientOptions {
   interceptors?: Interceptor[];
   /** A ready transport, instead of the gRPC-over-HTTP/2 one built from `target` (tests, custom setups). */
   transport?: Transport;
-}
-
-/** Per-call options shared by every method. */
-export interface CallOpts {
-  /** Deadline of this call in ms (sent as the gRPC deadline). Default: the client's `timeoutMs`. */
-  timeoutMs?: number;
-  /** Aborts the call. */
-  signal?: AbortSignal;
-}
-
-/** ExecuteInput describes the HTTP request the broker should make. */
-export interface ExecuteInput extends CallOpts {
-  /** HTTP method; default "GET". */
-  method?: string;
-  /** Absolute http(s) URL. */
-  url: string;
-  /** Request headers (order and duplicates kept). */
-  headers?: HeadersLike;
-  /** Request body; a string is sent as UTF-8. */
-  body?: Uint8Array | ArrayBuffer | string | null;
-  /** The tenant's policy name; default: the client's `defaultPolicy`. */
-  policy?: string;
-  /** Hint reader override, e.g. "github". */
-  provider?: string;
-  /** Narrow the policy for this call. */
-  overrides?: ExecuteOverrides;
-}
-
-/** ClassifyInput describes a response (or transport failure) you got yourself. */
-export interface ClassifyInput extends CallOpts {
-  /** HTTP status, 100 to 599. Set exactly one of status and transportError. */
-  status?: number;
-  /** Response headers. */
-  headers?: HeadersLike;
-  /** HTTP method of the request; default "GET". */
-  method?: string;
-  /** 1-based number of the attempt that produced the response; default 1. */
-  attempt?: number;
-  /** Hint reader override. */
-  provider?: string;
-  /** The tenant's policy name. */
-  policy?: string;
-  /** Clock for absolute hints (default: the broker's). */
-  now?: TimeLike;
-  /** Leading bytes of the body, for body-aware readers (at most 64 KiB). */
-  body?: Uint8Array | ArrayBuffer | string;
-  /** The failure when there was no response, e.g. "connection_reset". */
-  transportError?: TransportErrorKind;
-  /** Headers the request was sent with (searched for the idempotency key). */
-  requestHeaders?: HeadersLike;
-  /** Request URL: picks the provider by host and shares the tenant's cooldown gate. */
-  url?: string;
-  /** When the logical call must end; a wait past it gives DO_NOT_RETRY / REASON_DEADLINE_TOO_SHORT. */
-  deadline?: TimeLike;
 }
 
 /**
@@ -165,17 +91,7 @@ export class BrokerClient {
    * reached.
    */
   async execute(input: ExecuteInput): Promise<ExecuteResult> {
-    const req = create(ExecuteRequestSchema, {
-      request: {
-        method: input.method ?? "GET",
-        url: input.url,
-        headers: headersToProto(input.headers),
-        body: bodyBytes(input.body),
-      },
-      policy: input.policy ?? this.defaultPolicy,
-      provider: input.provider ?? "",
-    });
-    if (input.overrides) req.overrides = overridesToProto(input.overrides);
+    const req = executeRequest(input, this.defaultPolicy);
     try {
       return executeResultOf(await this.client.execute(req, this.callOptions(input)));
     } catch (e) {
@@ -185,20 +101,7 @@ export class BrokerClient {
 
   /** classify asks the broker what to do about a response you got yourself. */
   async classify(input: ClassifyInput): Promise<Decision> {
-    const req = create(ClassifyResponseRequestSchema, {
-      policy: input.policy ?? this.defaultPolicy,
-      provider: input.provider ?? "",
-      method: input.method ?? "GET",
-      statusCode: input.status ?? 0,
-      headers: headersToProto(input.headers),
-      attempt: input.attempt ?? 1,
-      body: bodyBytes(input.body),
-      requestHeaders: headersToProto(input.requestHeaders),
-      url: input.url ?? "",
-    });
-    if (input.transportError !== undefined) req.transportError = transportErrorToProto(input.transportError);
-    if (input.now !== undefined) req.now = timestampOf(input.now, "now");
-    if (input.deadline !== undefined) req.deadline = timestampOf(input.deadline, "deadline");
+    const req = classifyRequest(input, this.defaultPolicy);
     try {
       const resp = await this.client.classifyResponse(req, this.callOptions(input));
       return decisionOf(resp.decision);

@@ -1,70 +1,86 @@
-import { create } from "@bufbuild/protobuf";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
+// Translation between this package's types and the generated messages.
+//
+// Pure functions, no I/O. Requests are built as plain objects
+// (`MessageInitShape`), which Connect accepts wherever it takes a message;
+// responses are read from the messages Connect returns. Execute and a
+// streaming call share executeRequest and attemptOf.
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Duration, DurationSchema, Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import {
+  type ClassifyResponseRequestSchema,
+  type ExecuteOverridesSchema,
+  type ExecuteRequestSchema,
   Action as PbAction,
   type Attempt as PbAttempt,
   type Decision as PbDecision,
   type ExecuteResponse as PbExecuteResponse,
-  type ExecuteOverrides as PbExecuteOverrides,
-  ExecuteOverridesSchema,
   Outcome as PbOutcome,
   Reason as PbReason,
   TransportError as PbTransportError,
 } from "./gen/retrybroker/v1/broker_pb.js";
 import {
   type Attempt,
+  type BodyLike,
+  type ClassifyInput,
   type Decision,
+  type ExecuteInput,
   type ExecuteOverrides,
   ExecuteResult,
   type HeaderPair,
   type HeadersLike,
+  headerPairs,
+  type TimeLike,
   TRANSPORT_ERROR_KINDS,
   type TransportErrorKind,
-  headerPairs,
 } from "./types.js";
 
-/** A time as a caller may pass it: a Date or Unix milliseconds. */
-export type TimeLike = Date | number;
-
+/** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export function headersToProto(h: HeadersLike | undefined): { name: string; value: string }[] {
   return headerPairs(h).map(([name, value]) => ({ name, value }));
 }
 
-export function bodyBytes(body: Uint8Array | ArrayBuffer | string | undefined | null): Uint8Array {
+/** bodyBytes returns a body as bytes: empty for undefined or null, UTF-8 for a string. */
+export function bodyBytes(body: BodyLike | undefined | null): Uint8Array {
   if (body === undefined || body === null) return new Uint8Array(0);
   if (typeof body === "string") return new TextEncoder().encode(body);
   if (body instanceof Uint8Array) return body;
   return new Uint8Array(body);
 }
 
-function checkMs(ms: number, what: string): void {
-  if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`${what} must be a finite, non-negative number of milliseconds`);
-}
-
-export function durationFromMs(ms: number, what: string): Duration {
-  checkMs(ms, what);
+/** splitMs returns milliseconds as whole seconds and nanoseconds in [0, 1e9). */
+function splitMs(ms: number): { seconds: bigint; nanos: number } {
   let seconds = Math.floor(ms / 1000);
   let nanos = Math.round((ms - seconds * 1000) * 1e6);
   if (nanos >= 1e9) {
     seconds += 1;
     nanos -= 1e9;
   }
-  return create(DurationSchema, { seconds: BigInt(seconds), nanos });
+  return { seconds: BigInt(seconds), nanos };
 }
 
-export function timestampOf(t: TimeLike, what: string): Timestamp {
+/**
+ * durationFromMs returns non-negative milliseconds as a Duration init
+ * (nanosecond precision). Throws a RangeError for a negative or non-finite
+ * value; `what` names the argument.
+ */
+export function durationFromMs(ms: number, what: string): MessageInitShape<typeof DurationSchema> {
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new RangeError(`${what} must be a finite, non-negative number of milliseconds`);
+  }
+  return splitMs(ms);
+}
+
+/**
+ * timestampOf returns a Date or Unix milliseconds as a Timestamp init.
+ * Throws a RangeError for an invalid Date or a non-finite number.
+ */
+export function timestampOf(t: TimeLike, what: string): MessageInitShape<typeof TimestampSchema> {
   const ms = t instanceof Date ? t.getTime() : t;
   if (!Number.isFinite(ms)) throw new RangeError(`${what} must be a valid Date or Unix milliseconds`);
-  let seconds = Math.floor(ms / 1000);
-  let nanos = Math.round((ms - seconds * 1000) * 1e6);
-  if (nanos >= 1e9) {
-    seconds += 1;
-    nanos -= 1e9;
-  }
-  return create(TimestampSchema, { seconds: BigInt(seconds), nanos });
+  return splitMs(ms);
 }
 
+/** msOf returns a Duration as milliseconds, or undefined when it is unset. */
 export function msOf(d: Duration | undefined): number | undefined {
   return d === undefined ? undefined : Number(d.seconds) * 1000 + d.nanos / 1e6;
 }
@@ -73,28 +89,38 @@ function dateOf(t: Timestamp | undefined): Date | undefined {
   return t === undefined ? undefined : new Date(Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6));
 }
 
+/**
+ * transportErrorToProto returns the enum value of a kind ("timeout" or
+ * "TRANSPORT_ERROR_TIMEOUT"). Throws a RangeError for a kind this client does
+ * not know.
+ */
 export function transportErrorToProto(kind: TransportErrorKind | string): PbTransportError {
   let k = kind.trim().toLowerCase();
   if (k.startsWith("transport_error_")) k = k.slice("transport_error_".length);
   if (!(TRANSPORT_ERROR_KINDS as readonly string[]).includes(k)) {
-    throw new RangeError(`unknown transport error ${JSON.stringify(kind)} (one of ${TRANSPORT_ERROR_KINDS.join(", ")})`);
+    throw new RangeError(
+      `unknown transport error ${JSON.stringify(kind)} (one of ${TRANSPORT_ERROR_KINDS.join(", ")})`,
+    );
   }
   const v = (PbTransportError as unknown as Record<string, number>)[k.toUpperCase()];
   if (v === undefined) throw new RangeError(`unknown transport error ${JSON.stringify(kind)}`);
   return v as PbTransportError;
 }
 
+/** transportErrorOf returns the kind of an enum value; undefined for UNSPECIFIED, "transport_error_<n>" when unknown. */
 function transportErrorOf(v: PbTransportError): TransportErrorKind | undefined {
   if (v === PbTransportError.UNSPECIFIED) return undefined;
   const name = PbTransportError[v] as string | undefined;
   return (name ? name.toLowerCase() : `transport_error_${v}`) as TransportErrorKind;
 }
 
+/** enumName returns the proto name of a value, or prefix + number when this client does not know it. */
 function enumName(e: Record<number, string>, v: number, prefix: string): string {
   const name = e[v];
   return name === undefined ? `${prefix}${v}` : `${prefix}${name}`;
 }
 
+/** decisionOf returns a Decision message as a Decision; `delayMs` is set only when retrying. */
 export function decisionOf(d: PbDecision | undefined): Decision {
   const action =
     d?.action === PbAction.RETRY ? "retry" : d?.action === PbAction.DO_NOT_RETRY ? "do_not_retry" : "unspecified";
@@ -103,6 +129,7 @@ export function decisionOf(d: PbDecision | undefined): Decision {
     hintSource: d?.hintSource ?? "",
     reason: enumName(PbReason as unknown as Record<number, string>, d?.reason ?? 0, "REASON_"),
     provider: d?.provider ?? "",
+    rule: d?.rule ?? "",
   };
   if (action === "retry") out.delayMs = msOf(d?.delay) ?? 0;
   const hint = msOf(d?.hint);
@@ -110,42 +137,97 @@ export function decisionOf(d: PbDecision | undefined): Decision {
   return out;
 }
 
-function attemptOf(a: PbAttempt): Attempt {
+/**
+ * attemptOf returns an Attempt message as an Attempt. `status` is undefined
+ * when there was no response; an attempt whose body broke off keeps its
+ * status next to transportError "body_incomplete".
+ */
+export function attemptOf(a: PbAttempt): Attempt {
   const te = transportErrorOf(a.transportError);
   const out: Attempt = {
     number: a.number,
     durationMs: msOf(a.duration) ?? 0,
     errorMessage: a.errorMessage,
     waitedMs: msOf(a.waited) ?? 0,
+    probe: a.probe,
   };
   const start = dateOf(a.startTime);
   if (start) out.startTime = start;
-  if (te === undefined && a.statusCode !== 0) out.status = a.statusCode;
+  if (a.statusCode !== 0) out.status = a.statusCode;
   if (te !== undefined) out.transportError = te;
   if (a.decision) out.decision = decisionOf(a.decision);
   return out;
 }
 
-export function executeResultOf(r: PbExecuteResponse): ExecuteResult {
-  const resp = r.response;
-  return new ExecuteResult(
-    resp?.statusCode,
-    (resp?.headers ?? []).map((h) => [h.name, h.value] as HeaderPair),
-    resp?.body ?? new Uint8Array(0),
-    resp?.bodyTruncated ?? false,
-    r.attempts.map(attemptOf),
-    enumName(PbOutcome as unknown as Record<number, string>, r.outcome, "OUTCOME_"),
-    msOf(r.retryAfter),
-    r.provider,
-  );
+/** outcomeOf returns an Outcome value's proto name ("OUTCOME_<n>" when unknown). */
+export function outcomeOf(v: PbOutcome): string {
+  return enumName(PbOutcome as unknown as Record<number, string>, v, "OUTCOME_");
 }
 
-export function overridesToProto(o: ExecuteOverrides): PbExecuteOverrides {
-  const m = create(ExecuteOverridesSchema, {});
-  if (o.maxRetries !== undefined) m.maxRetries = o.maxRetries;
-  if (o.maxDelayMs !== undefined) m.maxDelay = durationFromMs(o.maxDelayMs, "maxDelayMs");
-  if (o.totalTimeoutMs !== undefined) m.totalTimeout = durationFromMs(o.totalTimeoutMs, "totalTimeoutMs");
-  if (o.attemptTimeoutMs !== undefined) m.attemptTimeout = durationFromMs(o.attemptTimeoutMs, "attemptTimeoutMs");
-  if (o.maxResponseBody !== undefined) m.maxResponseBody = BigInt(o.maxResponseBody);
-  return m;
+/** executeResultOf returns an ExecuteResponse message as an ExecuteResult. */
+export function executeResultOf(r: PbExecuteResponse): ExecuteResult {
+  const resp = r.response;
+  return new ExecuteResult({
+    status: resp?.statusCode,
+    headers: (resp?.headers ?? []).map((h) => [h.name, h.value] as HeaderPair),
+    body: resp?.body ?? new Uint8Array(0),
+    bodyTruncated: resp?.bodyTruncated ?? false,
+    bodyIncomplete: resp?.bodyIncomplete ?? false,
+    attempts: r.attempts.map(attemptOf),
+    outcome: outcomeOf(r.outcome),
+    retryAfterMs: msOf(r.retryAfter),
+    provider: r.provider,
+  });
+}
+
+/** overridesInit returns the overrides as an ExecuteOverrides init; undefined fields stay unset. */
+export function overridesInit(o: ExecuteOverrides): MessageInitShape<typeof ExecuteOverridesSchema> {
+  return {
+    ...(o.maxRetries !== undefined && { maxRetries: o.maxRetries }),
+    ...(o.maxDelayMs !== undefined && { maxDelay: durationFromMs(o.maxDelayMs, "maxDelayMs") }),
+    ...(o.totalTimeoutMs !== undefined && { totalTimeout: durationFromMs(o.totalTimeoutMs, "totalTimeoutMs") }),
+    ...(o.attemptTimeoutMs !== undefined && {
+      attemptTimeout: durationFromMs(o.attemptTimeoutMs, "attemptTimeoutMs"),
+    }),
+    ...(o.maxResponseBody !== undefined && { maxResponseBody: BigInt(o.maxResponseBody) }),
+  };
+}
+
+/** executeRequest returns the request of an Execute (or ExecuteStream) call as a plain object. */
+export function executeRequest(
+  input: ExecuteInput,
+  defaultPolicy: string,
+): MessageInitShape<typeof ExecuteRequestSchema> {
+  return {
+    request: {
+      method: input.method ?? "GET",
+      url: input.url,
+      headers: headersToProto(input.headers),
+      body: bodyBytes(input.body),
+    },
+    policy: input.policy ?? defaultPolicy,
+    provider: input.provider ?? "",
+    ...(input.overrides && { overrides: overridesInit(input.overrides) }),
+  };
+}
+
+/** classifyRequest returns the request of a ClassifyResponse call as a plain object. */
+export function classifyRequest(
+  input: ClassifyInput,
+  defaultPolicy: string,
+): MessageInitShape<typeof ClassifyResponseRequestSchema> {
+  return {
+    policy: input.policy ?? defaultPolicy,
+    provider: input.provider ?? "",
+    method: input.method ?? "GET",
+    statusCode: input.status ?? 0,
+    headers: headersToProto(input.headers),
+    attempt: input.attempt ?? 1,
+    body: bodyBytes(input.body),
+    requestHeaders: headersToProto(input.requestHeaders),
+    url: input.url ?? "",
+    ...(input.transportError !== undefined && { transportError: transportErrorToProto(input.transportError) }),
+    ...(input.now !== undefined && { now: timestampOf(input.now, "now") }),
+    ...(input.deadline !== undefined && { deadline: timestampOf(input.deadline, "deadline") }),
+  };
 }

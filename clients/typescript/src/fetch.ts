@@ -1,5 +1,5 @@
 import type { BrokerClient } from "./client.js";
-import { ExecuteResult, type ExecuteOverrides } from "./types.js";
+import type { ExecuteOverrides, ExecuteResult } from "./types.js";
 
 /** Options of createBrokerFetch. */
 export interface BrokerFetchOptions {
@@ -61,8 +61,7 @@ export function createBrokerFetch(client: BrokerClient, options: BrokerFetchOpti
   return async (input, init) => {
     const request = new Request(input, init);
     const method = request.method;
-    const body =
-      method === "GET" || method === "HEAD" ? undefined : new Uint8Array(await request.arrayBuffer());
+    const body = method === "GET" || method === "HEAD" ? undefined : new Uint8Array(await request.arrayBuffer());
     const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
     signal?.throwIfAborted();
     const execInput: Parameters<BrokerClient["execute"]>[0] = {

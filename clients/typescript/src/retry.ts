@@ -1,6 +1,4 @@
-import type { ClassifyInput } from "./client.js";
-import type { TimeLike } from "./convert.js";
-import type { Decision, HeadersLike, HttpResult, TransportErrorKind } from "./types.js";
+import type { ClassifyInput, Decision, HeadersLike, HttpResult, TransportErrorKind } from "./types.js";
 
 /** Anything that can classify; BrokerClient is one. */
 export interface Classifier {
@@ -31,7 +29,12 @@ export interface RetryOptions<T> {
   provider?: string;
   /** The tenant's policy name. */
   policy?: string;
-  /** Time the whole loop may take, waits included, in ms; the broker stops retries that would run past it. */
+  /**
+   * Time the whole loop may take, waits included, in ms; the broker stops
+   * retries that would run past it. Measured on the monotonic
+   * `performance.now()` (or on `now`, when given), so a wall-clock step does
+   * not change it; sent as `Date.now()` plus what is left.
+   */
   deadlineMs?: number;
   /**
    * Turns fn's result into status, headers and (optionally) leading body
@@ -44,9 +47,9 @@ export interface RetryOptions<T> {
   /** Waits `ms` milliseconds (inject a fake in tests). Default: a timer, aborted by `signal`. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /**
-   * Clock in Unix ms (inject a fake in tests). When given it is also sent
-   * as `now`, so absolute hints (HTTP-dates, reset times) are read against
-   * it; otherwise `Date.now` sets the deadline and the broker's clock reads hints.
+   * Clock in Unix ms (inject a fake in tests). When given, it measures the
+   * deadline and its reading is sent as `now`, so absolute hints (HTTP-dates,
+   * reset times) are read against it; otherwise the broker's clock reads hints.
    */
   now?: () => number;
   /**
@@ -90,7 +93,8 @@ export function httpResultOf(value: unknown): HttpResult {
   }
   if (typeof value === "object" && value !== null) {
     const v = value as { status?: unknown; statusCode?: unknown; headers?: unknown; rawHeaders?: unknown };
-    const status = typeof v.status === "number" ? v.status : typeof v.statusCode === "number" ? v.statusCode : undefined;
+    const status =
+      typeof v.status === "number" ? v.status : typeof v.statusCode === "number" ? v.statusCode : undefined;
     if (status !== undefined) {
       if (Array.isArray(v.rawHeaders)) {
         const raw = v.rawHeaders as string[];
@@ -101,7 +105,9 @@ export function httpResultOf(value: unknown): HttpResult {
       return { status, headers: (v.headers ?? []) as HeadersLike };
     }
   }
-  throw new TypeError("cannot read an HTTP status from the result; return a Response, {status, headers} or pass inspect");
+  throw new TypeError(
+    "cannot read an HTTP status from the result; return a Response, {status, headers} or pass inspect",
+  );
 }
 
 const CODE_KINDS: Record<string, TransportErrorKind> = {
@@ -159,6 +165,10 @@ export function transportErrorOf(error: unknown): TransportErrorKind | undefined
   return fetchFailed ? "other" : undefined;
 }
 
+/**
+ * runRetry is the loop behind BrokerClient.retry: call fn, classify what
+ * happened, then return, rethrow, or sleep and go again.
+ */
 export async function runRetry<T>(
   broker: Classifier,
   fn: (attempt: number) => Promise<T>,
@@ -167,8 +177,12 @@ export async function runRetry<T>(
   const inspect = o.inspect ?? ((r: T) => httpResultOf(r));
   const kindOf = o.transportErrorOf ?? transportErrorOf;
   const sleep = o.sleep ?? defaultSleep;
-  const clock = o.now ?? Date.now;
-  const deadline: TimeLike | undefined = o.deadlineMs !== undefined ? clock() + o.deadlineMs : undefined;
+  const monotonic = o.now ?? (() => performance.now());
+  const wall = o.now ?? Date.now;
+  if (o.deadlineMs !== undefined && !(o.deadlineMs >= 0)) {
+    throw new RangeError("deadlineMs must be a non-negative number of milliseconds");
+  }
+  const deadlineAt = o.deadlineMs !== undefined ? monotonic() + o.deadlineMs : undefined;
   for (let attempt = 1; ; attempt++) {
     o.signal?.throwIfAborted();
     let result: T | undefined;
@@ -188,22 +202,19 @@ export async function runRetry<T>(
     const input: ClassifyInput = {
       method: o.method ?? "GET",
       attempt,
+      ...(info && { status: info.status }),
+      ...(info?.headers !== undefined && { headers: info.headers }),
+      ...(info?.body !== undefined && { body: info.body }),
+      ...(info === undefined && kind !== undefined && { transportError: kind }),
+      ...(o.url !== undefined && { url: o.url }),
+      ...(o.requestHeaders !== undefined && { requestHeaders: o.requestHeaders }),
+      ...(o.provider !== undefined && { provider: o.provider }),
+      ...(o.policy !== undefined && { policy: o.policy }),
+      ...(o.now !== undefined && { now: o.now() }),
+      ...(deadlineAt !== undefined && { deadline: wall() + (deadlineAt - monotonic()) }),
+      ...(o.timeoutMs !== undefined && { timeoutMs: o.timeoutMs }),
+      ...(o.signal !== undefined && { signal: o.signal }),
     };
-    if (info) {
-      input.status = info.status;
-      if (info.headers !== undefined) input.headers = info.headers;
-      if (info.body !== undefined) input.body = info.body;
-    } else if (kind !== undefined) {
-      input.transportError = kind;
-    }
-    if (o.url !== undefined) input.url = o.url;
-    if (o.requestHeaders !== undefined) input.requestHeaders = o.requestHeaders;
-    if (o.provider !== undefined) input.provider = o.provider;
-    if (o.policy !== undefined) input.policy = o.policy;
-    if (o.now !== undefined) input.now = o.now();
-    if (deadline !== undefined) input.deadline = deadline;
-    if (o.timeoutMs !== undefined) input.timeoutMs = o.timeoutMs;
-    if (o.signal !== undefined) input.signal = o.signal;
     const decision = await broker.classify(input);
     if (decision.action !== "retry") {
       if (failed) throw error;

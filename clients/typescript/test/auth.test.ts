@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { after, describe, it } from "node:test";
 import { AuthenticationError, BrokerClient, Code, UnknownPolicyError } from "../src/index.js";
-import { type BrokerProcess, TWO_TENANTS, startBroker } from "./helpers.js";
+import { type BrokerProcess, startBroker, TWO_TENANTS } from "./helpers.js";
 
 describe("authentication with --config", () => {
   // Started by the first test that needs it, so that a broker which cannot
@@ -17,7 +17,10 @@ describe("authentication with --config", () => {
     return started;
   };
   after(async () => {
-    await started?.then((b) => b.stop(), () => undefined);
+    await started?.then(
+      (b) => b.stop(),
+      () => undefined,
+    );
   });
 
   it("refuses a call without a key", async () => {

@@ -43,16 +43,30 @@ describe("errors", () => {
     assert.equal(err.code, Code.InvalidArgument);
     assert.equal(err.codeName, "INVALID_ARGUMENT");
     assert.equal(err.name, "InvalidArgumentError");
-    assert.deepEqual(err.fieldViolations.map((v) => v.field), ["status_code"]);
+    assert.deepEqual(
+      err.fieldViolations.map((v) => v.field),
+      ["status_code"],
+    );
     assert.match(err.fieldViolations[0]?.description ?? "", /between 100 and 599/);
   });
 
   it("reports every problem", async () => {
     await assert.rejects(
-      client.classify({ status: 503, headers: [["ok", "1"], ["bad name", "x"]], provider: "no-such-provider", method: "G E T" }),
+      client.classify({
+        status: 503,
+        headers: [
+          ["ok", "1"],
+          ["bad name", "x"],
+        ],
+        provider: "no-such-provider",
+        method: "G E T",
+      }),
       (e: unknown) => {
         assert.ok(e instanceof InvalidArgumentError);
-        assert.deepEqual(new Set(e.fieldViolations.map((v) => v.field)), new Set(["headers[1].name", "provider", "method"]));
+        assert.deepEqual(
+          new Set(e.fieldViolations.map((v) => v.field)),
+          new Set(["headers[1].name", "provider", "method"]),
+        );
         return true;
       },
     );
@@ -61,7 +75,10 @@ describe("errors", () => {
   it("Execute with a bad URL is INVALID_ARGUMENT", async () => {
     await assert.rejects(client.execute({ url: "ftp://example.invalid/file" }), (e: unknown) => {
       assert.ok(e instanceof InvalidArgumentError);
-      assert.ok(e.fieldViolations.some((v) => v.field.includes("url")), JSON.stringify(e.fieldViolations));
+      assert.ok(
+        e.fieldViolations.some((v) => v.field.includes("url")),
+        JSON.stringify(e.fieldViolations),
+      );
       return true;
     });
   });

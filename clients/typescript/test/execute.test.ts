@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { BrokerClient, PermissionDeniedError } from "../src/index.js";
-import { type BrokerProcess, Upstream, startBroker } from "./helpers.js";
+import { type BrokerProcess, startBroker, Upstream } from "./helpers.js";
 
 describe("Execute", () => {
   let broker: BrokerProcess;
@@ -27,7 +27,15 @@ describe("Execute", () => {
   it("waits for Retry-After, then returns the final 200", async () => {
     upstream.script(
       { status: 503, headers: [["Retry-After", "1"]], body: "busy" },
-      { status: 200, headers: [["Content-Type", "text/plain"], ["X-Dup", "a"], ["X-Dup", "b"]], body: "hello" },
+      {
+        status: 200,
+        headers: [
+          ["Content-Type", "text/plain"],
+          ["X-Dup", "a"],
+          ["X-Dup", "b"],
+        ],
+        body: "hello",
+      },
     );
     const r = await client.execute({ method: "GET", url: `${upstream.url}/thing?x=1`, headers: [["X-Test", "yes"]] });
 
@@ -39,7 +47,10 @@ describe("Execute", () => {
     assert.equal(r.header("content-type"), "text/plain");
     assert.deepEqual(r.headerValues("x-dup"), ["a", "b"]);
 
-    assert.deepEqual(r.attempts.map((a) => a.number), [1, 2]);
+    assert.deepEqual(
+      r.attempts.map((a) => a.number),
+      [1, 2],
+    );
     const [first, second] = r.attempts;
     assert.ok(first && second);
     assert.equal(first.status, 503);

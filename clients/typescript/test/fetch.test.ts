@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { BrokerClient, BrokerFetchError, createBrokerFetch, executeResultOf } from "../src/index.js";
-import { type BrokerProcess, Upstream, freePort, startBroker } from "./helpers.js";
+import { type BrokerProcess, freePort, startBroker, Upstream } from "./helpers.js";
 
 describe("createBrokerFetch", () => {
   let broker: BrokerProcess;
@@ -26,7 +26,15 @@ describe("createBrokerFetch", () => {
   it("returns a standard Response after the broker's retries", async () => {
     upstream.script(
       { status: 503, headers: [["Retry-After", "0"]] },
-      { status: 200, headers: [["Content-Type", "application/json"], ["X-Dup", "a"], ["X-Dup", "b"]], body: '{"ok":true}' },
+      {
+        status: 200,
+        headers: [
+          ["Content-Type", "application/json"],
+          ["X-Dup", "a"],
+          ["X-Dup", "b"],
+        ],
+        body: '{"ok":true}',
+      },
     );
     const brokerFetch = createBrokerFetch(client);
     const res = await brokerFetch(`${upstream.url}/items?page=2`, { headers: { Accept: "application/json" } });

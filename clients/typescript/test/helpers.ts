@@ -17,7 +17,7 @@ export const VECTORS = path.join(REPO, "testdata", "classify.jsonl");
 export const TWO_TENANTS = path.join(REPO, "testdata", "config", "two-tenants.yaml");
 
 export function brokerBin(): string {
-  const env = process.env["BROKER_BIN"];
+  const env = process.env.BROKER_BIN;
   if (env) {
     // A relative path may be relative to here or to the repository root.
     if (!path.isAbsolute(env) && !existsSync(env) && existsSync(path.join(REPO, env))) return path.join(REPO, env);

@@ -2,8 +2,9 @@
 import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
 import { after, before, describe, it } from "node:test";
-import { BrokerClient, type RetryEvent, transportErrorOf } from "../src/index.js";
-import { type BrokerProcess, FakeTime, Upstream, freePort, startBroker } from "./helpers.js";
+import { BrokerClient, type ClassifyInput, type Decision, type RetryEvent, transportErrorOf } from "../src/index.js";
+import { runRetry } from "../src/retry.js";
+import { type BrokerProcess, FakeTime, freePort, startBroker, Upstream } from "./helpers.js";
 
 type Result = [number, [string, string][]];
 
@@ -55,7 +56,10 @@ describe("retry()", () => {
     assert.equal(r[0], 503);
     assert.equal(s.calls, 4); // max_retries 3: up to 4 sends
     assert.deepEqual(ft.sleeps, [0, 0, 0]);
-    assert.deepEqual(events.map((e) => e.attempt), [1, 2, 3]);
+    assert.deepEqual(
+      events.map((e) => e.attempt),
+      [1, 2, 3],
+    );
     assert.ok(events.every((e) => e.decision.reason === "REASON_SERVER_HINT"));
   });
 
@@ -64,8 +68,9 @@ describe("retry()", () => {
     const s = scripted(sysError("ECONNRESET"), sysError("ECONNREFUSED"), [200, []]);
     assert.deepEqual(await client.retry(s.fn, { sleep: ft.sleep }), [200, []]);
     assert.equal(ft.sleeps.length, 2);
-    assert.ok(ft.sleeps[0]! >= 0 && ft.sleeps[0]! <= 1000);
-    assert.ok(ft.sleeps[1]! >= 0 && ft.sleeps[1]! <= 2000);
+    const [first = -1, second = -1] = ft.sleeps;
+    assert.ok(first >= 0 && first <= 1000, `first wait ${first} ms`); // full jitter after attempt 1
+    assert.ok(second >= 0 && second <= 2000, `second wait ${second} ms`); // ... and after attempt 2
   });
 
   it("rethrows the last transport error", async () => {
@@ -96,7 +101,11 @@ describe("retry()", () => {
     assert.deepEqual(await client.retry(s.fn, { method: "POST", sleep: ft.sleep }), [503, []]);
     assert.equal(s.calls, 1);
     s = scripted([503, [["Retry-After", "1"]]], [200, []]);
-    const r = await client.retry(s.fn, { method: "POST", requestHeaders: { "Idempotency-Key": "abc" }, sleep: ft.sleep });
+    const r = await client.retry(s.fn, {
+      method: "POST",
+      requestHeaders: { "Idempotency-Key": "abc" },
+      sleep: ft.sleep,
+    });
     assert.deepEqual(r, [200, []]);
     assert.deepEqual(ft.sleeps, [1000]);
   });
@@ -132,7 +141,10 @@ describe("retry()", () => {
   it("maps fetch's connection refused", async () => {
     const url = `http://127.0.0.1:${await freePort()}/`;
     const ft = new FakeTime();
-    await assert.rejects(client.retry(() => fetch(url), { sleep: ft.sleep }), TypeError);
+    await assert.rejects(
+      client.retry(() => fetch(url), { sleep: ft.sleep }),
+      TypeError,
+    );
     assert.equal(ft.sleeps.length, 3); // 4 attempts, all refused
   });
 
@@ -170,4 +182,50 @@ describe("transportErrorOf", () => {
       assert.equal(transportErrorOf(err), want);
     });
   }
+});
+
+describe("the retry loop's deadline", () => {
+  // A recording Classifier stands in for the broker here: the point is the
+  // deadline the loop sends, which the broker only acts on.
+  function recorder(): { seen: ClassifyInput[]; classify: (i: ClassifyInput) => Promise<Decision> } {
+    const seen: ClassifyInput[] = [];
+    return {
+      seen,
+      classify: async (i) => {
+        seen.push(i);
+        return { action: "do_not_retry", hintSource: "", reason: "REASON_SUCCESS", provider: "", rule: "" };
+      },
+    };
+  }
+
+  it("is kept on the monotonic clock, not the wall clock", async (t) => {
+    let mono = 500;
+    let wall = Date.parse("2026-12-01T12:00:00Z");
+    t.mock.method(performance, "now", () => mono);
+    t.mock.method(Date, "now", () => wall);
+    const broker = recorder();
+    await runRetry(
+      broker,
+      async () => {
+        mono += 4000; // the attempt takes 4 s ...
+        wall -= 3_600_000; // ... while NTP steps the wall clock back an hour
+        return [200, []] as Result;
+      },
+      { deadlineMs: 60_000 },
+    );
+    const sent = broker.seen[0]?.deadline;
+    assert.equal(sent, wall + 56_000, "sent as wall now + what is left on the monotonic clock");
+    assert.equal(broker.seen[0]?.now, undefined, "without a fake clock the broker's clock reads hints");
+  });
+
+  it("refuses a negative deadline", async () => {
+    await assert.rejects(
+      runRetry(recorder(), async () => [200, []] as Result, { deadlineMs: -1 }),
+      RangeError,
+    );
+    await assert.rejects(
+      runRetry(recorder(), async () => [200, []] as Result, { deadlineMs: Number.NaN }),
+      RangeError,
+    );
+  });
 });

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { BrokerClient, type TransportErrorKind } from "../src/index.js";
-import { type BrokerProcess, VECTORS, startBroker } from "./helpers.js";
+import { type BrokerProcess, startBroker, VECTORS } from "./helpers.js";
 
 interface Vector {
   name: string;

@@ -12,7 +12,8 @@ Durations are float seconds throughout. See README.md for more.
 """
 
 from ._aio import AsyncBrokerClient
-from ._client import BASE_CHANNEL_OPTIONS, BrokerClient, __version__
+from ._client import BrokerClient
+from ._core import BASE_CHANNEL_OPTIONS, __version__
 from ._errors import (
     AuthenticationError,
     BrokerError,
@@ -45,8 +46,8 @@ __all__ = [
     "AuthenticationError",
     "BrokerClient",
     "BrokerError",
-    "Decision",
     "DeadlineExceededError",
+    "Decision",
     "ExecuteOverrides",
     "ExecuteResult",
     "FieldViolation",

@@ -3,72 +3,78 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 
 from . import _convert
-from ._client import (
-    BASE_CHANNEL_OPTIONS,
-    CLASSIFY_METHOD,
-    EXECUTE_METHOD,
-    Body,
+from ._core import (
+    CLASSIFY,
+    EXECUTE,
+    ClientCore,
+    RetryLoopState,
     TLSOption,
-    call_metadata,
     channel_credentials,
+    channel_options,
 )
 from ._errors import error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
-from ._retry import RetryEvent, adiscard, http_result_of, response_of_exception, transport_error_from_exception
-from ._types import Action, Decision, ExecuteOverrides, ExecuteResult, HeadersInput, HttpResult, TransportError
+from ._retry import RetryEvent, adiscard, http_result_of, transport_error_from_exception
+from ._types import (
+    Decision,
+    ExecuteOverrides,
+    ExecuteResult,
+    HeadersInput,
+    HttpResult,
+    TransportError,
+)
 
 T = TypeVar("T")
 
 
 class AsyncBrokerClient:
-    """AsyncBrokerClient is BrokerClient for asyncio, on grpc.aio.
+    """An asyncio client of the retry broker, over grpc.aio.
 
-    Same arguments and methods as BrokerClient, as coroutines. Create it
-    inside a running event loop (grpc.aio binds the channel to it), and use
-    ``async with`` or ``await close()``. It never retries an RPC itself.
+    The same arguments and methods as BrokerClient, as coroutines: both are
+    thin shells around one core (``retrybroker._core``). Create it inside a
+    running event loop (grpc.aio binds the channel to it), and use ``async
+    with`` or ``await close()``. Every argument after ``target`` is
+    keyword-only. It never retries an RPC itself.
     """
 
     def __init__(
         self,
         target: str,
+        *,
         api_key: str | None = None,
         tls: TLSOption = False,
         default_policy: str | None = None,
         timeout: float | None = None,
-        *,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        opts = list(BASE_CHANNEL_OPTIONS) + list(options)
+        opts = channel_options(options)
         creds = channel_credentials(tls)
         if creds is None:
             self._channel = grpc.aio.insecure_channel(target, options=opts)
         else:
             self._channel = grpc.aio.secure_channel(target, creds, options=opts)
-        self._metadata = call_metadata(api_key)
-        self._default_policy = default_policy or ""
-        self._timeout = timeout
+        self._core = ClientCore.of(api_key=api_key, default_policy=default_policy, timeout=timeout)
         self._execute: grpc.aio.UnaryUnaryMultiCallable[pb.ExecuteRequest, pb.ExecuteResponse] = (
             self._channel.unary_unary(
-                EXECUTE_METHOD,
-                request_serializer=pb.ExecuteRequest.SerializeToString,
-                response_deserializer=pb.ExecuteResponse.FromString,
+                EXECUTE.path,
+                request_serializer=EXECUTE.serialize,
+                response_deserializer=EXECUTE.deserialize,
             )
         )
         self._classify: grpc.aio.UnaryUnaryMultiCallable[
             pb.ClassifyResponseRequest, pb.ClassifyResponseResponse
         ] = self._channel.unary_unary(
-            CLASSIFY_METHOD,
-            request_serializer=pb.ClassifyResponseRequest.SerializeToString,
-            response_deserializer=pb.ClassifyResponseResponse.FromString,
+            CLASSIFY.path,
+            request_serializer=CLASSIFY.serialize,
+            response_deserializer=CLASSIFY.deserialize,
         )
 
     async def __aenter__(self) -> AsyncBrokerClient:
@@ -83,30 +89,38 @@ class AsyncBrokerClient:
         await self.close()
 
     async def close(self) -> None:
-        """close closes the channel; in-flight calls are cancelled."""
+        """Close the channel; calls in flight are cancelled."""
         await self._channel.close(grace=None)
-
-    def _timeout_for(self, timeout: float | None) -> float | None:
-        return self._timeout if timeout is None else timeout
 
     async def execute(
         self,
         method: str,
         url: str,
+        *,
         headers: HeadersInput = None,
-        body: Body = None,
+        body: _convert.Body = None,
         policy: str | None = None,
         provider: str | None = None,
-        timeout: float | None = None,
-        *,
         overrides: ExecuteOverrides | None = None,
+        timeout: float | None = None,
     ) -> ExecuteResult:
-        """execute: see BrokerClient.execute."""
-        req = _convert.execute_request(
-            method, url, headers, body, policy or self._default_policy, provider, overrides
+        """Have the broker send an HTTP request, retrying it by policy.
+
+        The same as BrokerClient.execute, awaited.
+        """
+        req = self._core.execute_request(
+            method,
+            url,
+            headers=headers,
+            body=body,
+            policy=policy,
+            provider=provider,
+            overrides=overrides,
         )
         try:
-            resp = await self._execute(req, timeout=self._timeout_for(timeout), metadata=self._metadata)
+            resp = await self._execute(
+                req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+            )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from None
         return _convert.execute_result_of(resp)
@@ -115,36 +129,46 @@ class AsyncBrokerClient:
         self,
         status: int | None = None,
         headers: HeadersInput = None,
+        *,
+        body: _convert.Body = None,
+        transport_error: TransportError | str | None = None,
         method: str = "GET",
         attempt: int = 1,
+        url: str | None = None,
+        request_headers: HeadersInput = None,
         provider: str | None = None,
         policy: str | None = None,
         now: _convert.TimeInput | None = None,
-        body: Body = None,
-        transport_error: TransportError | str | None = None,
-        request_headers: HeadersInput = None,
-        url: str | None = None,
         deadline: _convert.TimeInput | None = None,
-        *,
         timeout: float | None = None,
     ) -> Decision:
-        """classify: see BrokerClient.classify."""
-        req = _convert.classify_request(
+        """Ask the broker what to do about a response you got yourself.
+
+        The same as BrokerClient.classify, awaited.
+        """
+        req = self._core.classify_request(
             status=status,
             headers=headers,
-            method=method,
-            attempt=attempt,
-            provider=provider,
-            policy=policy or self._default_policy,
-            now=now,
             body=body,
             transport_error=transport_error,
-            request_headers=request_headers,
+            method=method,
+            attempt=attempt,
             url=url,
+            request_headers=request_headers,
+            provider=provider,
+            policy=policy,
+            now=now,
             deadline=deadline,
         )
+        return await self._classify_request(req, timeout)
+
+    async def _classify_request(
+        self, req: pb.ClassifyResponseRequest, timeout: float | None
+    ) -> Decision:
         try:
-            resp = await self._classify(req, timeout=self._timeout_for(timeout), metadata=self._metadata)
+            resp = await self._classify(
+                req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+            )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from None
         return _convert.decision_of(resp.decision)
@@ -160,55 +184,43 @@ class AsyncBrokerClient:
         policy: str | None = None,
         deadline: float | None = None,
         inspect: Callable[[T], HttpResult] | None = None,
-        transport_error_of: Callable[[BaseException], TransportError | None] = transport_error_from_exception,
+        transport_error_of: Callable[
+            [BaseException], TransportError | None
+        ] = transport_error_from_exception,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] | None = None,
         on_retry: Callable[[RetryEvent[T]], None] | None = None,
     ) -> T:
-        """retry: see BrokerClient.retry; ``fn`` and ``sleep`` are async.
+        """Call ``fn`` until the broker's rules say stop.
 
+        The same as BrokerClient.retry, with an async ``fn`` and an async
+        ``sleep`` (default ``asyncio.sleep``). A response about to be
+        retried is closed with ``aclose()`` (or an awaited ``close()``).
         ``asyncio.CancelledError`` is never classified: it propagates at once.
         """
-        read = inspect or http_result_of
-        now_fn = clock or time.time
-        deadline_at = now_fn() + deadline if deadline is not None else None
-        attempt = 1
+        state: RetryLoopState[T] = RetryLoopState(
+            self._core,
+            method=method,
+            url=url,
+            request_headers=request_headers,
+            provider=provider,
+            policy=policy,
+            deadline=deadline,
+            inspect=inspect or http_result_of,
+            transport_error_of=transport_error_of,
+            clock=clock,
+        )
         while True:
-            result: T | None = None
-            error: BaseException | None = None
-            info: HttpResult | None = None
-            kind: TransportError | None = None
             try:
-                result = await fn()
-                info = read(result)
+                state.record_result(await fn())
             except Exception as exc:
-                info = response_of_exception(exc)
-                if info is None:
-                    kind = transport_error_of(exc)
-                    if kind is None:
-                        raise
-                error = exc
-            decision = await self.classify(
-                status=info.status if info is not None else None,
-                headers=info.headers if info is not None else None,
-                body=info.body if info is not None else None,
-                transport_error=kind,
-                method=method,
-                attempt=attempt,
-                provider=provider,
-                policy=policy,
-                now=clock() if clock is not None else None,
-                request_headers=request_headers,
-                url=url,
-                deadline=deadline_at,
-            )
-            if decision.action is not Action.RETRY:
-                if error is not None:
-                    raise error
-                return cast(T, result)
+                if not state.record_error(exc):
+                    raise
+            step = state.next_step(await self._classify_request(state.classify_request(), None))
+            if step is None:
+                return state.finish()
             if on_retry is not None:
-                on_retry(RetryEvent(attempt=attempt, decision=decision, result=result, error=error))
-            elif result is not None:
-                await adiscard(result)
-            await sleep(decision.delay or 0.0)
-            attempt += 1
+                on_retry(step.event)
+            elif step.event.result is not None:
+                await adiscard(step.event.result)
+            await sleep(step.delay)

@@ -1,62 +1,41 @@
-"""BrokerClient: the blocking client of the retry broker."""
+"""BrokerClient: the blocking client of the retry broker (grpcio)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import grpc
 
 from . import _convert
+from ._core import (
+    CLASSIFY,
+    EXECUTE,
+    ClientCore,
+    RetryLoopState,
+    TLSOption,
+    channel_credentials,
+    channel_options,
+)
 from ._errors import error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
-from ._retry import RetryEvent, discard, http_result_of, response_of_exception, transport_error_from_exception
-from ._types import Action, Decision, ExecuteOverrides, ExecuteResult, HeadersInput, HttpResult, TransportError
-
-__version__ = "0.1.0"
+from ._retry import RetryEvent, discard, http_result_of, transport_error_from_exception
+from ._types import (
+    Decision,
+    ExecuteOverrides,
+    ExecuteResult,
+    HeadersInput,
+    HttpResult,
+    TransportError,
+)
 
 T = TypeVar("T")
 
-EXECUTE_METHOD = "/retrybroker.v1.BrokerService/Execute"
-CLASSIFY_METHOD = "/retrybroker.v1.BrokerService/ClassifyResponse"
-
-#: Channel options every client sets.
-#:
-#: The client never retries Execute itself. Retrying is the broker's job, and
-#: a second retry layer multiplies sends: 3 retries in each of two layers is
-#: (1+3) x (1+3) = 16 sends to the upstream. So no retry policy is configured,
-#: and service configs from DNS (which could carry one) are ignored. gRPC's
-#: transparent retries stay on: they only resend an RPC that never reached
-#: the broker's application code, so they cannot cause an extra upstream send.
-BASE_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("grpc.service_config_disable_resolution", 1),
-    ("grpc.primary_user_agent", f"retrybroker-python/{__version__}"),
-)
-
-Body = bytes | bytearray | memoryview | str | None
-TLSOption = bool | grpc.ChannelCredentials
-
-
-def channel_credentials(tls: TLSOption) -> grpc.ChannelCredentials | None:
-    if isinstance(tls, grpc.ChannelCredentials):
-        return tls
-    if tls:
-        return grpc.ssl_channel_credentials()
-    return None
-
-
-def call_metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
-    # The key is sent as call metadata (not CallCredentials) so that it also
-    # works on the plaintext loopback channel of a local broker.
-    if api_key:
-        return (("authorization", f"Bearer {api_key}"),)
-    return ()
-
 
 class BrokerClient:
-    """BrokerClient calls a retry broker over gRPC (blocking).
+    """A blocking client of the retry broker, over gRPC.
 
     Args:
         target: the broker's address, e.g. ``"127.0.0.1:50051"``.
@@ -72,42 +51,41 @@ class BrokerClient:
             with ``Outcome.DEADLINE_TOO_SHORT``) rather than run past it.
         options: extra gRPC channel options.
 
-    The client never retries an RPC itself: see ``BASE_CHANNEL_OPTIONS``.
-    Use it as a context manager, or call ``close()``.
+    Every argument after ``target`` is keyword-only. The client never
+    retries an RPC itself: see ``BASE_CHANNEL_OPTIONS``. Use it as a context
+    manager, or call ``close()``.
     """
 
     def __init__(
         self,
         target: str,
+        *,
         api_key: str | None = None,
         tls: TLSOption = False,
         default_policy: str | None = None,
         timeout: float | None = None,
-        *,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        opts = list(BASE_CHANNEL_OPTIONS) + list(options)
+        opts = channel_options(options)
         creds = channel_credentials(tls)
         if creds is None:
             self._channel = grpc.insecure_channel(target, options=opts)
         else:
             self._channel = grpc.secure_channel(target, creds, options=opts)
-        self._metadata = call_metadata(api_key)
-        self._default_policy = default_policy or ""
-        self._timeout = timeout
+        self._core = ClientCore.of(api_key=api_key, default_policy=default_policy, timeout=timeout)
         self._execute: grpc.UnaryUnaryMultiCallable[pb.ExecuteRequest, pb.ExecuteResponse] = (
             self._channel.unary_unary(
-                EXECUTE_METHOD,
-                request_serializer=pb.ExecuteRequest.SerializeToString,
-                response_deserializer=pb.ExecuteResponse.FromString,
+                EXECUTE.path,
+                request_serializer=EXECUTE.serialize,
+                response_deserializer=EXECUTE.deserialize,
             )
         )
         self._classify: grpc.UnaryUnaryMultiCallable[
             pb.ClassifyResponseRequest, pb.ClassifyResponseResponse
         ] = self._channel.unary_unary(
-            CLASSIFY_METHOD,
-            request_serializer=pb.ClassifyResponseRequest.SerializeToString,
-            response_deserializer=pb.ClassifyResponseResponse.FromString,
+            CLASSIFY.path,
+            request_serializer=CLASSIFY.serialize,
+            response_deserializer=CLASSIFY.deserialize,
         )
 
     def __enter__(self) -> BrokerClient:
@@ -122,25 +100,22 @@ class BrokerClient:
         self.close()
 
     def close(self) -> None:
-        """close closes the channel; in-flight calls are cancelled."""
+        """Close the channel; calls in flight are cancelled."""
         self._channel.close()
-
-    def _timeout_for(self, timeout: float | None) -> float | None:
-        return self._timeout if timeout is None else timeout
 
     def execute(
         self,
         method: str,
         url: str,
+        *,
         headers: HeadersInput = None,
-        body: Body = None,
+        body: _convert.Body = None,
         policy: str | None = None,
         provider: str | None = None,
-        timeout: float | None = None,
-        *,
         overrides: ExecuteOverrides | None = None,
+        timeout: float | None = None,
     ) -> ExecuteResult:
-        """execute has the broker send an HTTP request, retrying by policy.
+        """Have the broker send an HTTP request, retrying it by policy.
 
         Upstream failures are not exceptions: a final 503, a transport error
         or an early give-up is an ExecuteResult whose ``outcome`` says how
@@ -157,14 +132,24 @@ class BrokerClient:
             body: request body; a str is sent as UTF-8.
             policy: the tenant's policy name (default: the client's).
             provider: hint reader override, e.g. ``"github"``.
-            timeout: deadline of this call in seconds (default: the client's).
             overrides: narrow the policy for this call.
+            timeout: deadline of this call in seconds (default: the client's).
+
+        Every argument after ``url`` is keyword-only.
         """
-        req = _convert.execute_request(
-            method, url, headers, body, policy or self._default_policy, provider, overrides
+        req = self._core.execute_request(
+            method,
+            url,
+            headers=headers,
+            body=body,
+            policy=policy,
+            provider=provider,
+            overrides=overrides,
         )
         try:
-            resp = self._execute(req, timeout=self._timeout_for(timeout), metadata=self._metadata)
+            resp = self._execute(
+                req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+            )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from None
         return _convert.execute_result_of(resp)
@@ -173,50 +158,69 @@ class BrokerClient:
         self,
         status: int | None = None,
         headers: HeadersInput = None,
+        *,
+        body: _convert.Body = None,
+        transport_error: TransportError | str | None = None,
         method: str = "GET",
         attempt: int = 1,
+        url: str | None = None,
+        request_headers: HeadersInput = None,
         provider: str | None = None,
         policy: str | None = None,
         now: _convert.TimeInput | None = None,
-        body: Body = None,
-        transport_error: TransportError | str | None = None,
-        request_headers: HeadersInput = None,
-        url: str | None = None,
         deadline: _convert.TimeInput | None = None,
-        *,
         timeout: float | None = None,
     ) -> Decision:
-        """classify asks the broker what to do about a response you got yourself.
+        """Ask the broker what to do about a response you got yourself.
 
         Pass either ``status`` (with the response ``headers`` and, for
         body-aware readers, the leading bytes of ``body``) or
         ``transport_error`` (e.g. ``"connection_reset"``) when there was no
-        response. ``attempt`` is the 1-based number of the attempt that
-        produced it. ``now`` and ``deadline`` are aware datetimes or Unix
-        seconds: ``now`` is the clock for absolute hints (default: the
-        broker's), ``deadline`` is when your logical call must end (the
-        decision is DO_NOT_RETRY with ``Reason.DEADLINE_TOO_SHORT`` when the
-        wait would run past it). ``request_headers`` are searched for the
-        policy's idempotency-key header; ``url`` picks the provider by host.
+        response. Every argument after ``headers`` is keyword-only.
+
+        Args:
+            status: the HTTP status, 100 to 599.
+            headers: the response headers.
+            body: the leading bytes of the response body (at most 64 KiB).
+            transport_error: the failure, when there was no response.
+            method: the request's HTTP method.
+            attempt: the 1-based number of the attempt that produced it.
+            url: the request URL; picks the provider by host and shares the
+                tenant's cooldown gate with Execute.
+            request_headers: the headers the request was sent with (searched
+                for the policy's idempotency-key header).
+            provider: hint reader override, e.g. ``"github"``.
+            policy: the tenant's policy name (default: the client's).
+            now: the clock for absolute hints, an aware datetime or Unix
+                seconds (default: the broker's).
+            deadline: when your logical call must end, an aware datetime or
+                Unix seconds; a wait that would run past it gives DO_NOT_RETRY
+                with ``Reason.DEADLINE_TOO_SHORT``.
+            timeout: deadline of this RPC in seconds (default: the client's).
 
         Returns a Decision; its ``delay`` is in seconds (float).
         """
-        req = _convert.classify_request(
+        req = self._core.classify_request(
             status=status,
             headers=headers,
-            method=method,
-            attempt=attempt,
-            provider=provider,
-            policy=policy or self._default_policy,
-            now=now,
             body=body,
             transport_error=transport_error,
-            request_headers=request_headers,
+            method=method,
+            attempt=attempt,
             url=url,
+            request_headers=request_headers,
+            provider=provider,
+            policy=policy,
+            now=now,
             deadline=deadline,
         )
+        return self._classify_request(req, timeout)
+
+    def _classify_request(self, req: pb.ClassifyResponseRequest, timeout: float | None) -> Decision:
         try:
-            resp = self._classify(req, timeout=self._timeout_for(timeout), metadata=self._metadata)
+            resp = self._classify(
+                req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+            )
         except grpc.RpcError as err:
             raise error_from_rpc(err) from None
         return _convert.decision_of(resp.decision)
@@ -232,12 +236,14 @@ class BrokerClient:
         policy: str | None = None,
         deadline: float | None = None,
         inspect: Callable[[T], HttpResult] | None = None,
-        transport_error_of: Callable[[BaseException], TransportError | None] = transport_error_from_exception,
+        transport_error_of: Callable[
+            [BaseException], TransportError | None
+        ] = transport_error_from_exception,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] | None = None,
         on_retry: Callable[[RetryEvent[T]], None] | None = None,
     ) -> T:
-        """retry calls ``fn`` until the broker's rules say stop.
+        """Call ``fn`` until the broker's rules say stop.
 
         For callers that make their own HTTP calls: ``fn()`` makes one
         attempt. Its result (or the exception it raised) is sent to
@@ -254,9 +260,11 @@ class BrokerClient:
             url: the request URL: picks the provider by host and shares the
                 tenant's cooldown gate with Execute.
             request_headers: the headers fn sends.
-            provider, policy: as for classify.
-            deadline: seconds the whole loop may take, waits included; the
-                broker says DO_NOT_RETRY when a wait would run past it.
+            provider: as for classify.
+            policy: as for classify.
+            deadline: seconds the whole loop may take, waits included,
+                measured on ``time.monotonic`` (or on ``clock``); the broker
+                says DO_NOT_RETRY when a wait would run past it.
             inspect: turns fn's result into an HttpResult (status, headers,
                 optional leading body bytes). Default: ``http_result_of``,
                 which reads ``status_code``/``status`` and ``headers`` of
@@ -265,10 +273,10 @@ class BrokerClient:
             transport_error_of: maps an exception to a TransportError, or None
                 to re-raise it at once (default: transport_error_from_exception).
             sleep: waits the given seconds (inject a fake in tests).
-            clock: Unix-seconds clock (inject a fake in tests). When given,
-                it is also sent as ``now`` so absolute hints are read against
-                it; when None, ``time.time`` sets the deadline and the
-                broker's clock reads hints.
+            clock: a Unix-seconds clock (inject a fake in tests). When given,
+                the deadline is measured on it and its reading is sent as
+                ``now``, so absolute hints are read against it; when None,
+                the broker's clock reads hints.
             on_retry: called before each wait, e.g. to log. Without it, a
                 response that is about to be retried is closed (its
                 ``close()`` is called, if it has one) to release its
@@ -277,46 +285,29 @@ class BrokerClient:
         Raises BrokerError when the broker cannot be asked; fn's own
         non-transport exceptions propagate unchanged.
         """
-        read = inspect or http_result_of
-        now_fn = clock or time.time
-        deadline_at = now_fn() + deadline if deadline is not None else None
-        attempt = 1
+        state: RetryLoopState[T] = RetryLoopState(
+            self._core,
+            method=method,
+            url=url,
+            request_headers=request_headers,
+            provider=provider,
+            policy=policy,
+            deadline=deadline,
+            inspect=inspect or http_result_of,
+            transport_error_of=transport_error_of,
+            clock=clock,
+        )
         while True:
-            result: T | None = None
-            error: BaseException | None = None
-            info: HttpResult | None = None
-            kind: TransportError | None = None
             try:
-                result = fn()
-                info = read(result)
+                state.record_result(fn())
             except Exception as exc:
-                info = response_of_exception(exc)
-                if info is None:
-                    kind = transport_error_of(exc)
-                    if kind is None:
-                        raise
-                error = exc
-            decision = self.classify(
-                status=info.status if info is not None else None,
-                headers=info.headers if info is not None else None,
-                body=info.body if info is not None else None,
-                transport_error=kind,
-                method=method,
-                attempt=attempt,
-                provider=provider,
-                policy=policy,
-                now=clock() if clock is not None else None,
-                request_headers=request_headers,
-                url=url,
-                deadline=deadline_at,
-            )
-            if decision.action is not Action.RETRY:
-                if error is not None:
-                    raise error
-                return cast(T, result)
+                if not state.record_error(exc):
+                    raise
+            step = state.next_step(self._classify_request(state.classify_request(), None))
+            if step is None:
+                return state.finish()
             if on_retry is not None:
-                on_retry(RetryEvent(attempt=attempt, decision=decision, result=result, error=error))
-            elif result is not None:
-                discard(result)
-            sleep(decision.delay or 0.0)
-            attempt += 1
+                on_retry(step.event)
+            elif step.event.result is not None:
+                discard(step.event.result)
+            sleep(step.delay)

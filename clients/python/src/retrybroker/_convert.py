@@ -1,4 +1,8 @@
-"""Translation between this package's types and the generated protobufs."""
+"""Translation between this package's types and the generated protobufs.
+
+Pure functions, no I/O: the request builders and the response readers that
+both clients (and every RPC of a client) share.
+"""
 
 from __future__ import annotations
 
@@ -25,12 +29,19 @@ from ._types import (
 #: Time as a caller may pass it: an aware datetime or Unix seconds.
 TimeInput = datetime | float | int
 
+#: A request or response body as a caller may pass it; a str is sent as UTF-8.
+Body = bytes | bytearray | memoryview | str | None
+
+_NANOS = 1_000_000_000
+
 
 def headers_to_proto(headers: HeadersInput) -> list[pb.HttpHeader]:
+    """Return the headers as HttpHeader messages, in order, duplicates kept."""
     return [pb.HttpHeader(name=n, value=v) for n, v in header_pairs(headers)]
 
 
-def body_bytes(body: bytes | bytearray | memoryview | str | None) -> bytes:
+def body_bytes(body: Body) -> bytes:
+    """Return the body as bytes: ``b""`` for None, UTF-8 for a str."""
     if body is None:
         return b""
     if isinstance(body, str):
@@ -38,52 +49,64 @@ def body_bytes(body: bytes | bytearray | memoryview | str | None) -> bytes:
     return bytes(body)
 
 
-def timestamp(value: TimeInput, what: str) -> timestamp_pb2.Timestamp:
-    """timestamp converts an aware datetime or Unix seconds to a Timestamp.
+def _split_seconds(seconds: float) -> tuple[int, int]:
+    """Return (whole seconds, nanoseconds) of a float, the nanoseconds in [0, 1e9)."""
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos >= _NANOS:
+        return int(whole) + 1, nanos - _NANOS
+    return int(whole), nanos
 
-    A naive datetime is refused: it has no defined instant.
+
+def timestamp(value: TimeInput, what: str) -> timestamp_pb2.Timestamp:
+    """Return an aware datetime or Unix seconds as a Timestamp.
+
+    Raises ValueError for a naive datetime (it names no instant) or a value
+    that is not finite; ``what`` names the argument in the message.
     """
-    ts = timestamp_pb2.Timestamp()
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{what} must be a timezone-aware datetime (or Unix seconds)")
         value = value.timestamp()
-    secs = math.floor(value)
-    ts.seconds = int(secs)
-    ts.nanos = int(round((value - secs) * 1e9))
-    if ts.nanos >= 1_000_000_000:
-        ts.seconds += 1
-        ts.nanos -= 1_000_000_000
-    return ts
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"{what} must be a finite number of Unix seconds")
+    seconds, nanos = _split_seconds(value)
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
 
 
 def duration(seconds: float, what: str) -> duration_pb2.Duration:
+    """Return non-negative float seconds as a Duration (nanosecond precision).
+
+    Raises ValueError for a negative, NaN or infinite value; ``what`` names
+    the argument in the message.
+    """
     if seconds < 0 or math.isnan(seconds) or math.isinf(seconds):
         raise ValueError(f"{what} must be a finite, non-negative number of seconds")
-    d = duration_pb2.Duration()
-    whole = math.floor(seconds)
-    d.seconds = int(whole)
-    d.nanos = int(round((seconds - whole) * 1e9))
-    if d.nanos >= 1_000_000_000:
-        d.seconds += 1
-        d.nanos -= 1_000_000_000
-    return d
+    whole, nanos = _split_seconds(seconds)
+    return duration_pb2.Duration(seconds=whole, nanos=nanos)
 
 
 def seconds_of(d: duration_pb2.Duration) -> float:
+    """Return a Duration as float seconds."""
     return d.seconds + d.nanos / 1e9
 
 
 def datetime_of(ts: timestamp_pb2.Timestamp) -> datetime:
+    """Return a Timestamp as an aware UTC datetime."""
     return datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=timezone.utc)
 
 
 def transport_error_to_proto(kind: TransportError | str) -> pb.TransportError:
+    """Return the proto enum value of a transport error kind (see TransportError.parse)."""
     te = TransportError.parse(kind)
     return cast(pb.TransportError, pb.TransportError.Value("TRANSPORT_ERROR_" + te.value.upper()))
 
 
 def transport_error_of(value: int) -> TransportError | None:
+    """Return the kind of a proto TransportError, or None for UNSPECIFIED.
+
+    A value this client does not know becomes ``"transport_error_<n>"``.
+    """
     if value == pb.TRANSPORT_ERROR_UNSPECIFIED:
         return None
     try:
@@ -94,6 +117,7 @@ def transport_error_of(value: int) -> TransportError | None:
 
 
 def _enum_name(enum_type: object, value: int, prefix: str) -> str:
+    """Return the proto name of an enum value, or ``prefix + str(value)`` when unknown."""
     try:
         return str(enum_type.Name(value))  # type: ignore[attr-defined]
     except ValueError:
@@ -101,6 +125,7 @@ def _enum_name(enum_type: object, value: int, prefix: str) -> str:
 
 
 def decision_of(d: pb.Decision) -> Decision:
+    """Return a proto Decision as a Decision; ``delay`` is set only for RETRY."""
     if d.action == pb.ACTION_RETRY:
         action = Action.RETRY
     elif d.action == pb.ACTION_DO_NOT_RETRY:
@@ -117,24 +142,36 @@ def decision_of(d: pb.Decision) -> Decision:
         hint=seconds_of(d.hint) if d.HasField("hint") else None,
         reason=Reason(_enum_name(pb.Reason, d.reason, "REASON_")),
         provider=d.provider,
+        rule=d.rule,
     )
 
 
 def attempt_of(a: pb.Attempt) -> Attempt:
-    te = transport_error_of(a.transport_error)
+    """Return a proto Attempt as an Attempt.
+
+    ``status`` is None when the attempt got no response; an attempt whose
+    body broke off keeps its status next to ``TransportError.BODY_INCOMPLETE``.
+    """
     return Attempt(
         number=a.number,
         start_time=datetime_of(a.start_time) if a.HasField("start_time") else None,
         duration=seconds_of(a.duration),
-        status=a.status_code if te is None and a.status_code != 0 else None,
-        transport_error=te,
+        status=a.status_code if a.status_code != 0 else None,
+        transport_error=transport_error_of(a.transport_error),
         error_message=a.error_message,
         decision=decision_of(a.decision) if a.HasField("decision") else None,
         waited=seconds_of(a.waited),
+        probe=a.probe,
     )
 
 
+def outcome_of(value: int) -> Outcome:
+    """Return a proto Outcome as an Outcome (an unknown value keeps its number)."""
+    return Outcome(_enum_name(pb.Outcome, value, "OUTCOME_"))
+
+
 def execute_result_of(r: pb.ExecuteResponse) -> ExecuteResult:
+    """Return a proto ExecuteResponse as an ExecuteResult."""
     has_response = r.HasField("response")
     resp = r.response
     return ExecuteResult(
@@ -143,13 +180,15 @@ def execute_result_of(r: pb.ExecuteResponse) -> ExecuteResult:
         body=bytes(resp.body),
         body_truncated=resp.body_truncated,
         attempts=[attempt_of(a) for a in r.attempts],
-        outcome=Outcome(_enum_name(pb.Outcome, r.outcome, "OUTCOME_")),
+        outcome=outcome_of(r.outcome),
         retry_after=seconds_of(r.retry_after) if r.HasField("retry_after") else None,
         provider=r.provider,
+        body_incomplete=resp.body_incomplete,
     )
 
 
 def overrides_to_proto(o: ExecuteOverrides) -> pb.ExecuteOverrides:
+    """Return the overrides as a proto message; None fields stay unset."""
     m = pb.ExecuteOverrides()
     if o.max_retries is not None:
         m.max_retries = o.max_retries
@@ -167,12 +206,14 @@ def overrides_to_proto(o: ExecuteOverrides) -> pb.ExecuteOverrides:
 def execute_request(
     method: str,
     url: str,
+    *,
     headers: HeadersInput,
-    body: bytes | bytearray | memoryview | str | None,
+    body: Body,
     policy: str,
     provider: str | None,
     overrides: ExecuteOverrides | None,
 ) -> pb.ExecuteRequest:
+    """Return the ExecuteRequest of an HTTP call (for Execute and ExecuteStream alike)."""
     req = pb.ExecuteRequest(
         request=pb.HttpRequest(
             method=method,
@@ -192,17 +233,18 @@ def classify_request(
     *,
     status: int | None,
     headers: HeadersInput,
+    body: Body,
+    transport_error: TransportError | str | None,
     method: str,
     attempt: int,
+    url: str | None,
+    request_headers: HeadersInput,
     provider: str | None,
     policy: str,
     now: TimeInput | None,
-    body: bytes | bytearray | memoryview | str | None,
-    transport_error: TransportError | str | None,
-    request_headers: HeadersInput,
-    url: str | None,
     deadline: TimeInput | None,
 ) -> pb.ClassifyResponseRequest:
+    """Return the ClassifyResponseRequest for one response or transport failure."""
     req = pb.ClassifyResponseRequest(
         policy=policy,
         provider=provider or "",

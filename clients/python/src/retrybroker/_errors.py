@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-import grpc
 import google.rpc.error_details_pb2 as error_details_pb2
 import google.rpc.status_pb2 as status_pb2
+import grpc
 from grpc_status import rpc_status
 
 from ._types import FieldViolation
 
 
 class BrokerError(Exception):
-    """BrokerError is a failed broker RPC.
+    """A failed broker RPC.
 
     Attributes:
         code: the gRPC status code.
@@ -35,20 +35,20 @@ class BrokerError(Exception):
 
     @property
     def code_name(self) -> str:
-        """code_name is the status code's name, e.g. "UNAUTHENTICATED"."""
+        """The status code's name, e.g. ``"UNAUTHENTICATED"``."""
         return str(self.code.name)
 
 
 class AuthenticationError(BrokerError):
-    """AuthenticationError: UNAUTHENTICATED, a missing or unknown API key."""
+    """UNAUTHENTICATED: a missing or unknown API key."""
 
 
 class PermissionDeniedError(BrokerError):
-    """PermissionDeniedError: PERMISSION_DENIED, e.g. a refused destination."""
+    """PERMISSION_DENIED: e.g. a refused destination, or another tenant's policy."""
 
 
 class InvalidArgumentError(BrokerError):
-    """InvalidArgumentError: INVALID_ARGUMENT, a malformed request.
+    """INVALID_ARGUMENT: a malformed request.
 
     Attributes:
         field_violations: one entry per problem, from the google.rpc.BadRequest
@@ -66,11 +66,11 @@ class InvalidArgumentError(BrokerError):
 
 
 class UnknownPolicyError(BrokerError):
-    """UnknownPolicyError: FAILED_PRECONDITION, the tenant has no such policy."""
+    """FAILED_PRECONDITION: the tenant has no such policy."""
 
 
 class RateLimitedError(BrokerError):
-    """RateLimitedError: RESOURCE_EXHAUSTED, pacing could not admit the call.
+    """RESOURCE_EXHAUSTED: pacing could not admit the call, or a limit was reached.
 
     Attributes:
         retry_delay: seconds to wait before trying again, from the
@@ -87,11 +87,11 @@ class RateLimitedError(BrokerError):
 
 
 class DeadlineExceededError(BrokerError, TimeoutError):
-    """DeadlineExceededError: DEADLINE_EXCEEDED, the call's timeout ran out."""
+    """DEADLINE_EXCEEDED: the call's timeout ran out."""
 
 
 class UnavailableError(BrokerError):
-    """UnavailableError: UNAVAILABLE, the broker could not be reached."""
+    """UNAVAILABLE: the broker could not be reached, or is shutting down."""
 
 
 _BY_CODE: dict[grpc.StatusCode, type[BrokerError]] = {
@@ -118,7 +118,7 @@ _DETAIL_TYPES: tuple[type[Any], ...] = (
 
 
 def _rich_status(call: Any) -> status_pb2.Status | None:
-    """_rich_status reads the google.rpc.Status from the call's trailers.
+    """Return the google.rpc.Status in the call's trailers, or None.
 
     grpcio-status's ``rpc_status.from_call`` works on grpc and grpc.aio
     errors alike. It refuses a detail whose code or message disagrees with
@@ -133,6 +133,7 @@ def _rich_status(call: Any) -> status_pb2.Status | None:
 
 
 def _unpack_details(st: status_pb2.Status | None) -> list[Any]:
+    """Return the status details of the known google.rpc types, decoded; others are skipped."""
     out: list[Any] = []
     if st is None:
         return out
@@ -147,7 +148,7 @@ def _unpack_details(st: status_pb2.Status | None) -> list[Any]:
 
 
 def error_from_rpc(err: grpc.RpcError) -> BrokerError:
-    """error_from_rpc converts a grpc (or grpc.aio) RpcError to a BrokerError."""
+    """Return the BrokerError (or subclass, by status code) of a grpc or grpc.aio RpcError."""
     call = cast(Any, err)
     code = call.code() if hasattr(call, "code") else grpc.StatusCode.UNKNOWN
     if not isinstance(code, grpc.StatusCode):

@@ -1,10 +1,10 @@
-"""Pieces shared by the classify-driven retry loops (sync and async)."""
+"""What the classify-driven retry loops (sync and async) read from responses and exceptions."""
 
 from __future__ import annotations
 
 import errno
-import inspect
 import http.client
+import inspect
 import socket
 import ssl
 import urllib.error
@@ -19,7 +19,7 @@ _MAX_CHAIN = 8
 
 
 def transport_error_from_exception(exc: BaseException) -> TransportError | None:
-    """transport_error_from_exception maps an exception to a transport error kind.
+    """Return the transport error kind of an exception, or None when it is not one.
 
     It walks the exception's cause chain (``__cause__``, ``__context__``,
     ``URLError.reason`` and urllib3-style ``.reason``), so errors wrapped by
@@ -30,9 +30,11 @@ def transport_error_from_exception(exc: BaseException) -> TransportError | None:
 
     Mapping: ``ConnectionRefusedError`` -> connection_refused;
     ``ConnectionResetError``/``BrokenPipeError``/``ConnectionAbortedError``
-    -> connection_reset; ``http.client.RemoteDisconnected``/``IncompleteRead``
-    /``EOFError`` -> eof; ``TimeoutError`` (and any exception class whose
-    name contains "Timeout") -> timeout; ``socket.gaierror`` -> dns_not_found
+    -> connection_reset; ``http.client.IncompleteRead`` (the body ended
+    before Content-Length) -> body_incomplete;
+    ``http.client.RemoteDisconnected``/``EOFError`` -> eof;
+    ``TimeoutError`` (and any exception class whose name contains
+    "Timeout") -> timeout; ``socket.gaierror`` -> dns_not_found
     (EAI_NONAME, EAI_NODATA) or dns_temporary (others);
     ``ssl.SSLCertVerificationError`` -> tls_certificate; any other ``OSError``
     -> other (not retryable).
@@ -60,9 +62,12 @@ def transport_error_from_exception(exc: BaseException) -> TransportError | None:
 
 
 def _direct_kind(e: BaseException) -> TransportError | None:
+    """Return the kind of ``e`` itself, without looking at its causes."""
     if isinstance(e, ssl.SSLCertVerificationError):
         return TransportError.TLS_CERTIFICATE
-    if isinstance(e, (http.client.RemoteDisconnected, http.client.IncompleteRead, EOFError)):
+    if isinstance(e, http.client.IncompleteRead):
+        return TransportError.BODY_INCOMPLETE
+    if isinstance(e, (http.client.RemoteDisconnected, EOFError)):
         return TransportError.EOF
     if isinstance(e, ConnectionRefusedError):
         return TransportError.CONNECTION_REFUSED
@@ -88,7 +93,7 @@ def _direct_kind(e: BaseException) -> TransportError | None:
 
 
 def http_result_of(value: Any) -> HttpResult:
-    """http_result_of reads status, headers and (when cheap) body from a response.
+    """Return the status, headers and (when cheap) body of a response.
 
     Accepted: an HttpResult; a ``(status, headers)`` or ``(status, headers,
     body)`` tuple; or any object with ``status_code`` (requests, httpx) or
@@ -113,7 +118,7 @@ def http_result_of(value: Any) -> HttpResult:
 
 
 def response_of_exception(exc: BaseException) -> HttpResult | None:
-    """response_of_exception: exceptions that carry an HTTP response.
+    """Return the HTTP response an exception carries, or None.
 
     ``urllib.error.HTTPError`` is raised for 4xx/5xx responses; it is a
     response, not a transport failure, so it is classified by its status.
@@ -124,7 +129,7 @@ def response_of_exception(exc: BaseException) -> HttpResult | None:
 
 
 def discard(result: object) -> None:
-    """discard closes a response that is about to be retried, when it can.
+    """Close a response that is about to be retried, when it can be closed.
 
     requests, httpx and http.client responses hold a connection until closed.
     """
@@ -134,7 +139,11 @@ def discard(result: object) -> None:
 
 
 async def adiscard(result: object) -> None:
-    """adiscard is discard for asyncio responses (httpx ``aclose``, aiohttp ``close``)."""
+    """Close an asyncio response that is about to be retried.
+
+    httpx responses have ``aclose()``; aiohttp's ``close()`` may or may not
+    return an awaitable.
+    """
     aclose = getattr(result, "aclose", None)
     if callable(aclose):
         await aclose()
@@ -148,7 +157,7 @@ async def adiscard(result: object) -> None:
 
 @dataclass(frozen=True)
 class RetryEvent(Generic[T]):
-    """RetryEvent is passed to ``on_retry`` before the helper sleeps.
+    """What ``on_retry`` receives before the helper sleeps.
 
     Attributes:
         attempt: the number of the attempt that just failed (1-based).

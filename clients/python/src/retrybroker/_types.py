@@ -13,11 +13,11 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 
 class _OpenStrEnum(str, enum.Enum):
-    """A str enum that accepts values a newer broker may send.
+    """A str enum that accepts the values a newer broker may send.
 
     An unknown value becomes a pseudo-member whose name and value are the
     string itself, so an old client keeps working against a newer broker.
@@ -37,7 +37,7 @@ class _OpenStrEnum(str, enum.Enum):
 
 
 class Action(_OpenStrEnum):
-    """Action says whether to send the request again."""
+    """Whether to send the request again."""
 
     RETRY = "retry"
     DO_NOT_RETRY = "do_not_retry"
@@ -45,7 +45,7 @@ class Action(_OpenStrEnum):
 
 
 class Reason(_OpenStrEnum):
-    """Reason explains a Decision; values are the proto enum names."""
+    """Why a Decision was taken; the values are the proto enum names."""
 
     UNSPECIFIED = "REASON_UNSPECIFIED"
     SERVER_HINT = "REASON_SERVER_HINT"
@@ -62,10 +62,12 @@ class Reason(_OpenStrEnum):
     RETRY_BUDGET_EXHAUSTED = "REASON_RETRY_BUDGET_EXHAUSTED"
     GATE_CLOSED = "REASON_GATE_CLOSED"
     CANCELED = "REASON_CANCELED"
+    BREAKER_OPEN = "REASON_BREAKER_OPEN"
+    SHUTTING_DOWN = "REASON_SHUTTING_DOWN"
 
 
 class Outcome(_OpenStrEnum):
-    """Outcome says how an Execute call ended; values are the proto enum names."""
+    """How an Execute call ended; the values are the proto enum names."""
 
     UNSPECIFIED = "OUTCOME_UNSPECIFIED"
     SUCCESS = "OUTCOME_SUCCESS"
@@ -76,13 +78,17 @@ class Outcome(_OpenStrEnum):
     RETRY_BUDGET_EXHAUSTED = "OUTCOME_RETRY_BUDGET_EXHAUSTED"
     GATE_CLOSED = "OUTCOME_GATE_CLOSED"
     CANCELED = "OUTCOME_CANCELED"
+    BREAKER_OPEN = "OUTCOME_BREAKER_OPEN"
+    SHUTTING_DOWN = "OUTCOME_SHUTTING_DOWN"
 
 
 class TransportError(_OpenStrEnum):
-    """TransportError is the kind of a failure that produced no HTTP response.
+    """The kind of a failure that produced no (complete) HTTP response.
 
     Values are the lower-case suffixes of the proto enum names (the same
     spelling as the conformance vectors): ``TransportError("timeout")``.
+    ``BODY_INCOMPLETE`` is the one kind that comes with a status: the
+    response headers arrived but the body ended early.
     """
 
     CONNECTION_REFUSED = "connection_refused"
@@ -96,10 +102,11 @@ class TransportError(_OpenStrEnum):
     INVALID_URL = "invalid_url"
     DESTINATION_REFUSED = "destination_refused"
     OTHER = "other"
+    BODY_INCOMPLETE = "body_incomplete"
 
     @classmethod
     def parse(cls, value: TransportError | str) -> TransportError:
-        """parse accepts a member, ``"timeout"`` or ``"TRANSPORT_ERROR_TIMEOUT"``.
+        """Return the member named by ``"timeout"``, ``"TRANSPORT_ERROR_TIMEOUT"`` or a member.
 
         Raises ValueError for a name this client does not know.
         """
@@ -115,7 +122,7 @@ class TransportError(_OpenStrEnum):
 
 
 class SupportsItems(Protocol):
-    """Header containers with ``items()``: email/http.client messages, multidicts."""
+    """A header container with ``items()``: email/http.client messages, multidicts."""
 
     def items(self) -> Iterable[tuple[str, Any]]: ...
 
@@ -123,11 +130,11 @@ class SupportsItems(Protocol):
 #: Headers as a caller may pass them: a mapping, an iterable of
 #: ``(name, value)`` pairs, or an object with ``items()`` (``http.client``
 #: messages, ``requests``/``httpx``/``aiohttp`` headers).
-HeadersInput = Union[Mapping[str, str], Iterable[tuple[str, str]], SupportsItems, None]
+HeadersInput = Mapping[str, str] | Iterable[tuple[str, str]] | SupportsItems | None
 
 
 def header_pairs(headers: HeadersInput) -> list[tuple[str, str]]:
-    """header_pairs normalises HeadersInput to a list of (name, value) pairs.
+    """Return HeadersInput as a list of (name, value) pairs.
 
     Order and duplicates are kept where the source keeps them: an iterable of
     pairs as given; ``httpx.Headers`` through ``multi_items()``; objects with
@@ -151,7 +158,7 @@ def header_pairs(headers: HeadersInput) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Decision:
-    """Decision is what the broker's rules say to do after one attempt.
+    """What the broker's rules say to do after one attempt.
 
     Attributes:
         action: RETRY or DO_NOT_RETRY.
@@ -163,6 +170,9 @@ class Decision:
             when the broker gives up because it is too long; else None.
         reason: why, e.g. ``Reason.SERVER_HINT`` (== ``"REASON_SERVER_HINT"``).
         provider: the hint reader that was used, e.g. ``"github"``.
+        rule: the provider catalog rule that decided, e.g.
+            ``"openai/insufficient_quota"``; ``""`` when the header readers
+            and the standard rules decided.
     """
 
     action: Action
@@ -171,26 +181,32 @@ class Decision:
     hint: float | None
     reason: Reason
     provider: str = ""
+    rule: str = ""
 
     @property
     def should_retry(self) -> bool:
-        """should_retry is True when action is RETRY."""
+        """Whether action is RETRY."""
         return self.action is Action.RETRY
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """Attempt records one send (or one refused chance to send) of Execute.
+    """One send (or one refused chance to send) of an Execute call.
 
     Attributes:
         number: 1-based attempt number.
         start_time: when the request was sent (UTC), if known.
         duration: seconds from sending to the response headers (or error).
-        status: the HTTP status, or None when transport_error is set.
-        transport_error: the kind of failure when there was no response.
+        status: the HTTP status, or None when there was no response. An
+            attempt whose body broke off (``TransportError.BODY_INCOMPLETE``)
+            has both a status and a transport_error.
+        transport_error: the kind of failure when there was no (complete)
+            response, else None.
         error_message: the broker's description of that failure (URL redacted).
         decision: the decision taken after this attempt, if any.
         waited: seconds the broker waited before sending this attempt.
+        probe: True when the attempt went out as the single trial call of a
+            learning cooldown gate or of a half-open failure breaker.
     """
 
     number: int
@@ -201,11 +217,12 @@ class Attempt:
     error_message: str
     decision: Decision | None
     waited: float
+    probe: bool = False
 
 
 @dataclass(frozen=True)
 class ExecuteOverrides:
-    """ExecuteOverrides narrow the tenant's policy for one Execute call.
+    """Limits that narrow the tenant's policy for one Execute call.
 
     They can only make the call more conservative; a value above the
     policy's own is refused by the broker with INVALID_ARGUMENT. Durations are
@@ -221,7 +238,7 @@ class ExecuteOverrides:
 
 @dataclass(frozen=True)
 class ExecuteResult:
-    """ExecuteResult is the final response of an Execute call.
+    """The final response of an Execute call.
 
     Attributes:
         status: the final HTTP status, or None when the last attempt ended in
@@ -229,12 +246,17 @@ class ExecuteResult:
         headers: response headers as (name, value) pairs, in the order
             received, duplicates kept.
         body: the response body, up to the policy's limit.
-        body_truncated: True when the body was longer than returned.
+        body_truncated: True when the body was longer than returned (the
+            policy's limit cut it).
         attempts: every attempt, in order.
         outcome: how the call ended, e.g. ``Outcome.SUCCESS``.
         retry_after: seconds after which the caller may try again, when the
-            broker gave up early on a hint, a deadline or a closed gate.
+            broker gave up early on a hint, a deadline, a closed gate or an
+            open breaker, or stopped while waiting (``Outcome.SHUTTING_DOWN``).
         provider: the hint reader that was used.
+        body_incomplete: True when the upstream body ended early (reset,
+            short Content-Length, timeout while reading); ``body`` holds what
+            arrived. Such a result never has ``Outcome.SUCCESS``.
     """
 
     status: int | None
@@ -245,29 +267,30 @@ class ExecuteResult:
     outcome: Outcome
     retry_after: float | None
     provider: str = ""
+    body_incomplete: bool = False
 
     def header(self, name: str) -> str | None:
-        """header returns the first value of a header (case-insensitive), or None."""
+        """Return the first value of a header (case-insensitive), or None."""
         values = self.header_values(name)
         return values[0] if values else None
 
     def header_values(self, name: str) -> list[str]:
-        """header_values returns every value of a header (case-insensitive), in order."""
+        """Return every value of a header (case-insensitive), in order."""
         lname = name.lower()
         return [v for n, v in self.headers if n.lower() == lname]
 
     def text(self, encoding: str = "utf-8", errors: str = "replace") -> str:
-        """text decodes the body."""
+        """Return the body decoded as text."""
         return self.body.decode(encoding, errors)
 
     def json(self) -> Any:
-        """json parses the body as JSON."""
+        """Return the body parsed as JSON."""
         return json.loads(self.body)
 
 
 @dataclass(frozen=True)
 class HttpResult:
-    """HttpResult is what the retry helpers need from one HTTP response."""
+    """What the retry helpers need from one HTTP response: status, headers, leading body bytes."""
 
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -276,7 +299,7 @@ class HttpResult:
 
 @dataclass(frozen=True)
 class FieldViolation:
-    """FieldViolation is one problem in a request the broker refused."""
+    """One problem in a request the broker refused."""
 
     field: str
     description: str
