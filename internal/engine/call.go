@@ -199,43 +199,61 @@ func (s *callState) endEarly(o Outcome, retryAfter time.Duration, hasRetryAfter 
 
 // wait sleeps d on the clock inside a span, so waits show in traces. wake,
 // when not nil, ends the wait early. end reports that the call is over:
-// canceled by the caller (err is the context's), cut by the total timeout
-// or by the broker's drain (s.res filled in, err nil).
+// canceled by the caller (err is the context's), cut by the total timeout,
+// or ended by the broker's drain because the wait would outlast it (s.res
+// filled in, err nil). A wait under way when the drain begins is checked
+// again then.
 func (s *callState) wait(cause string, d time.Duration, wake <-chan struct{}) (end bool, err error) {
-	now := s.r.clock.Now()
-	if !s.r.drain.fits(now.Add(d)) {
+	start := s.r.clock.Now()
+	if !s.r.drain.fits(start.Add(d)) {
 		return true, s.endEarly(OutcomeShuttingDown, d, true)
 	}
 	if d <= 0 {
-		return s.waitEnded(s.ctx.Err(), cause, d)
+		return s.waitEnded(s.ctx.Err(), d)
 	}
 	ctx, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
 		attrWaitCause.String(cause), attrWaitMS.Int64(d.Milliseconds())))
 	defer span.End()
 	s.r.observer.Waiting(cause, 1)
 	defer s.r.observer.Waiting(cause, -1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopDrain := context.AfterFunc(s.r.drain.soft, cancel)
+	defer stopDrain()
 	if wake != nil {
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(wctx, func() {})
-		defer stop()
+		stopWake := make(chan struct{})
+		defer close(stopWake)
 		go func() {
 			select {
 			case <-wake:
 				cancel()
-			case <-wctx.Done():
+			case <-stopWake:
 			}
 		}()
-		err := s.r.clock.Sleep(wctx, d)
-		if err != nil && ctx.Err() == nil {
+	}
+	for {
+		err := s.r.clock.Sleep(wctx, d-s.r.clock.Now().Sub(start))
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return s.waitEnded(err, d)
+		case s.r.drain.started():
+			if !s.r.drain.fits(start.Add(d)) {
+				return true, s.endEarly(OutcomeShuttingDown, d-s.r.clock.Now().Sub(start), true)
+			}
+			// The wait ends before the drain deadline: sleep on.
+			wctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			if wake == nil {
+				continue
+			}
+			return false, nil
+		default:
 			return false, nil // woken: a call on the gate completed
 		}
-		return s.waitEnded(err, cause, d)
 	}
-	return s.waitEnded(s.r.clock.Sleep(ctx, d), cause, d)
 }
 
-func (s *callState) waitEnded(err error, _ string, d time.Duration) (bool, error) {
+func (s *callState) waitEnded(err error, d time.Duration) (bool, error) {
 	switch {
 	case err == nil:
 		return false, nil
@@ -328,6 +346,9 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 	}
 	d := &at.rec.Decision
 	*d = at.a.Decision
+	if at.rec.Transport == TransportCanceled && s.r.drain.hard.Err() != nil && s.caller.Err() == nil {
+		*d = Decision{Action: ActionDoNotRetry, Reason: ReasonShuttingDown} // cut by the drain
+	}
 	allowed := s.complete(at.adm, at.a.Obs, at.a.Result, d.Action == ActionRetry)
 	if !allowed {
 		budget := Decision{Action: ActionDoNotRetry, Reason: ReasonRetryBudgetExhausted, Hint: d.Hint, HasHint: d.HasHint, Rule: d.Rule}

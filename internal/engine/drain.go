@@ -10,36 +10,29 @@ import (
 // starts, its deadline, and a context canceled at the deadline.
 type drainer struct {
 	once     sync.Once
-	begun    chan struct{}
-	deadline time.Time // valid once begun is closed
-	hard     context.Context
+	deadline time.Time       // valid once soft is done
+	soft     context.Context // canceled when the drain begins
+	begin    context.CancelFunc
+	hard     context.Context // canceled at the drain deadline
 	cut      context.CancelFunc
 }
 
 func (d *drainer) init() {
-	d.begun = make(chan struct{})
+	d.soft, d.begin = context.WithCancel(context.Background())
 	d.hard, d.cut = context.WithCancel(context.Background())
 }
 
 func (d *drainer) start(clock Clock, deadline time.Time) {
 	d.once.Do(func() {
 		d.deadline = deadline
-		close(d.begun)
-		go func() {
-			_ = clock.Sleep(context.Background(), deadline.Sub(clock.Now()))
-			d.cut()
-		}()
+		d.begin()
+		// A timer, not a goroutine: the drain deadline is operational,
+		// measured as a duration on the runner's clock.
+		time.AfterFunc(deadline.Sub(clock.Now()), d.cut)
 	})
 }
 
-func (d *drainer) started() bool {
-	select {
-	case <-d.begun:
-		return true
-	default:
-		return false
-	}
-}
+func (d *drainer) started() bool { return d.soft.Err() != nil }
 
 // fits reports whether a wait ending at end may go on: no drain, or the
 // drain's deadline is after end.

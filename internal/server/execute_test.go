@@ -196,6 +196,9 @@ func TestExecuteRejectsBadRequests(t *testing.T) {
 	f := startExecBroker(t, nil)
 	max := uint32(9)
 	big := uint64(1 << 40)
+	wrapping := uint64(1 << 63) // int64(wrapping) < 0: must not wrap into "below the policy"
+	huge := ^uint64(0)
+	zeroBody := uint64(0)
 	tests := []struct {
 		name  string
 		req   *rbv1.ExecuteRequest
@@ -216,6 +219,16 @@ func TestExecuteRejectsBadRequests(t *testing.T) {
 		{"negative timeout", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{TotalTimeout: durationpb.New(-time.Second)}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.total_timeout"},
 		{"response body above policy", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxResponseBody: &big}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_response_body"},
 		{"unknown policy", &rbv1.ExecuteRequest{Policy: "ghost", Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.FailedPrecondition, ""},
+		{"response body 2^63", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxResponseBody: &wrapping}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_response_body"},
+		{"response body 2^64-1", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxResponseBody: &huge}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_response_body"},
+		{"response body 0", &rbv1.ExecuteRequest{Overrides: &rbv1.ExecuteOverrides{MaxResponseBody: &zeroBody}, Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/"}}, codes.InvalidArgument, "overrides.max_response_body"},
+		{"control char in value", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "X-A", Value: "a\x01b"}}}}, codes.InvalidArgument, "request.headers[0].value"},
+		{"escape in value", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "X-A", Value: "\x1b[31m"}}}}, codes.InvalidArgument, "request.headers[0].value"},
+		{"DEL in value", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "X-A", Value: "a\x7fb"}}}}, codes.InvalidArgument, "request.headers[0].value"},
+		{"port 0", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1:0/"}}, codes.InvalidArgument, "request.url"},
+		{"port 65536", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1:65536/"}}, codes.InvalidArgument, "request.url"},
+		{"empty port", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1:/"}}, codes.InvalidArgument, "request.url"},
+		{"secret in header name", &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1/", Headers: []*rbv1.HttpHeader{{Name: "Authorization: Bearer s3cr3t", Value: "x"}}}}, codes.InvalidArgument, "request.headers[0].name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,6 +239,9 @@ func TestExecuteRejectsBadRequests(t *testing.T) {
 			}
 			if tt.field != "" && !hasViolation(st, tt.field) {
 				t.Fatalf("no violation for %s in %q", tt.field, st.Message())
+			}
+			if strings.Contains(st.Message(), "s3cr3t") {
+				t.Fatalf("the message repeats a secret: %q", st.Message())
 			}
 		})
 	}

@@ -101,30 +101,6 @@ func TestConformanceVectorsOverGRPC(t *testing.T) {
 	}
 }
 
-// TestEnumsMirrorEngine guards the direct casts between engine and proto enums.
-func TestEnumsMirrorEngine(t *testing.T) {
-	for r := engine.ReasonUnspecified; r <= engine.ReasonShuttingDown; r++ {
-		if got := rbv1.Reason(r).String(); got != r.String() {
-			t.Errorf("reason %d: proto %s, engine %s", r, got, r.String())
-		}
-	}
-	if n := len(rbv1.Reason_name); n != int(engine.ReasonShuttingDown)+1 {
-		t.Errorf("proto has %d reasons, engine %d", n, engine.ReasonShuttingDown+1)
-	}
-	for k := engine.TransportNone + 1; k <= engine.TransportBodyIncomplete; k++ {
-		want := "TRANSPORT_ERROR_" + strings.ToUpper(k.String())
-		if got := rbv1.TransportError(k).String(); got != want {
-			t.Errorf("transport %d: proto %s, want %s", k, got, want)
-		}
-	}
-	if n := len(rbv1.TransportError_name); n != int(engine.TransportBodyIncomplete)+1 {
-		t.Errorf("proto has %d transport errors, engine %d", n, engine.TransportBodyIncomplete+1)
-	}
-	if rbv1.Action(engine.ActionRetry) != rbv1.Action_ACTION_RETRY || rbv1.Action(engine.ActionDoNotRetry) != rbv1.Action_ACTION_DO_NOT_RETRY {
-		t.Error("action values differ")
-	}
-}
-
 func hdr(n, v string) *rbv1.HttpHeader { return &rbv1.HttpHeader{Name: n, Value: v} }
 
 func manyHeaders(n int) []*rbv1.HttpHeader {
@@ -194,6 +170,17 @@ func TestClassifyRejectsBadRequests(t *testing.T) {
 			r.Url = "https://example.com/" + strings.Repeat("a", server.MaxURLLength)
 		}), codes.InvalidArgument, "url"},
 		{"unknown policy", with(func(r *rbv1.ClassifyResponseRequest) { r.Policy = "nope" }), codes.FailedPrecondition, ""},
+		{"control char in value", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("Retry-After", "1\x01")} }), codes.InvalidArgument, "headers[0].value"},
+		{"DEL in value", with(func(r *rbv1.ClassifyResponseRequest) { r.Headers = []*rbv1.HttpHeader{hdr("Retry-After", "\x7f1")} }), codes.InvalidArgument, "headers[0].value"},
+		{"control char in request header", with(func(r *rbv1.ClassifyResponseRequest) {
+			r.RequestHeaders = []*rbv1.HttpHeader{hdr("Idempotency-Key", "k\x1f")}
+		}), codes.InvalidArgument, "request_headers[0].value"},
+		{"url port 0", with(func(r *rbv1.ClassifyResponseRequest) { r.Url = "https://api.example.com:0/" }), codes.InvalidArgument, "url"},
+		{"url port 65536", with(func(r *rbv1.ClassifyResponseRequest) { r.Url = "https://api.example.com:65536/" }), codes.InvalidArgument, "url"},
+		{"secret as a header name", with(func(r *rbv1.ClassifyResponseRequest) {
+			r.RequestHeaders = []*rbv1.HttpHeader{hdr("Authorization: Bearer s3cr3t", "x")}
+		}), codes.InvalidArgument, "request_headers[0].name"},
+		{"secret as a provider", with(func(r *rbv1.ClassifyResponseRequest) { r.Provider = "Bearer s3cr3t" }), codes.InvalidArgument, "provider"},
 	}
 	if len(tests) < 20 {
 		t.Fatalf("only %d bad requests", len(tests))
@@ -204,6 +191,9 @@ func TestClassifyRejectsBadRequests(t *testing.T) {
 			st, _ := status.FromError(err)
 			if st.Code() != tt.code {
 				t.Fatalf("code = %s (%q), want %s", st.Code(), st.Message(), tt.code)
+			}
+			if strings.Contains(st.Message(), "s3cr3t") {
+				t.Fatalf("the message repeats a secret: %q", st.Message())
 			}
 			if tt.field == "" {
 				return

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+)
+
+// TestShutdownWithOpenWatchStreams (issue #9, defect 9): open
+// grpc.health.v1 Watch streams used to hold SIGTERM for the whole
+// --shutdown-timeout. They end first now, having seen NOT_SERVING.
+func TestShutdownWithOpenWatchStreams(t *testing.T) {
+	p := startProc(t, "--shutdown-timeout", "20s")
+	var streams []healthpb.Health_WatchClient
+	for range 3 {
+		s, err := p.health.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("first watch message %v, %v", r, err)
+		}
+		streams = append(streams, s)
+	}
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		r, err := s.Recv()
+		if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("watch %d: %v, %v; want NOT_SERVING before the stream ends", i, r, err)
+		}
+		if _, err := s.Recv(); err == nil {
+			t.Fatalf("watch %d still open after NOT_SERVING", i)
+		}
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("broker still running 10 s after SIGTERM with watch streams open")
+	}
+	t.Logf("shutdown with %d open watch streams took %s", len(streams), time.Since(start).Round(time.Millisecond))
+}
+
+// TestShutdownEndsParkedCallsWithTheirAttempts (issue #9, defect 9): a call
+// parked in a wait when the broker stops ends with its attempts, the
+// outcome and a retry_after, instead of a bare UNAVAILABLE.
+func TestShutdownEndsParkedCallsWithTheirAttempts(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(503)
+	}))
+	t.Cleanup(up.Close)
+	p := startProc(t, "--allow-destinations", "127.0.0.1/32", "--shutdown-timeout", "2s")
+	type result struct {
+		resp *rbv1.ExecuteResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := p.client.Execute(context.Background(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}})
+		done <- result{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the call is parked in its 30 s wait
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("parked call ended with %v; want a response", r.err)
+		}
+		if r.resp.GetOutcome() != rbv1.Outcome_OUTCOME_SHUTTING_DOWN || len(r.resp.GetAttempts()) != 1 {
+			t.Fatalf("outcome %s with %d attempts", r.resp.GetOutcome(), len(r.resp.GetAttempts()))
+		}
+		if ra := r.resp.GetRetryAfter().AsDuration(); ra < 25*time.Second || ra > 30*time.Second {
+			t.Fatalf("retry_after %s, want what was left of the 30 s hint", ra)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked call did not end")
+	}
+}
+
+// TestRealWiringUnderConcurrency (issue #9, defect 6): the broker as
+// cmd/broker wires it, driven by 16 concurrent callers. `make test` runs
+// this package with -race, which reported 5 races in this setup before the
+// runner applied its defaults once.
+func TestRealWiringUnderConcurrency(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		first := !seen[r.URL.RawQuery]
+		seen[r.URL.RawQuery] = true
+		mu.Unlock()
+		if first && r.URL.Query().Get("n") == "0" { // one 503 with a hint, then success
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(503)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"--listen", "127.0.0.1:0", "--allow-destinations", "127.0.0.1/32", "--log-level", "error"}, io.Discard, ready)
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("broker did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			t.Error("broker did not stop")
+		}
+	})
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := rbv1.NewBrokerServiceClient(conn)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16*10)
+	for c := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				url := up.URL + "/?c=" + strconv.Itoa(c) + "&n=" + strconv.Itoa(i%3)
+				resp, err := client.Execute(context.Background(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: url}})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				if resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
+					t.Errorf("outcome %s", resp.GetOutcome())
+				}
+				if _, err := client.ClassifyResponse(context.Background(), &rbv1.ClassifyResponseRequest{
+					Url: url, StatusCode: 429, Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "0"}},
+				}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

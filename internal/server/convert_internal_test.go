@@ -1,0 +1,44 @@
+package server
+
+import (
+	"testing"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// TestEnumTablesComplete: every engine value has a proto value of the same
+// name and every proto value an engine one, so conversions never fall back
+// to UNSPECIFIED.
+func TestEnumTablesComplete(t *testing.T) {
+	for name, tc := range map[string]struct {
+		missing   []string
+		converted int
+		proto     int
+	}{
+		"reason":    {reasons.missing, len(reasons.toProto), len(rbv1.Reason_name)},
+		"action":    {actions.missing, len(actions.toProto), len(rbv1.Action_name)},
+		"outcome":   {outcomes.missing, len(outcomes.toProto), len(rbv1.Outcome_name)},
+		"transport": {transports.missing, len(transports.toProto), len(rbv1.TransportError_name)},
+	} {
+		if len(tc.missing) > 0 {
+			t.Errorf("%s: engine values without a proto value: %v", name, tc.missing)
+		}
+		if tc.converted != tc.proto {
+			t.Errorf("%s: %d engine values map to the %d proto values", name, tc.converted, tc.proto)
+		}
+	}
+	// Conversions go by name: spot-check values whose numbers could drift.
+	if got := rbv1.Reason(reasons.proto(engine.ReasonBreakerOpen)); got != rbv1.Reason_REASON_BREAKER_OPEN {
+		t.Errorf("ReasonBreakerOpen -> %s", got)
+	}
+	if got := rbv1.Outcome(outcomes.proto(engine.OutcomeShuttingDown)); got != rbv1.Outcome_OUTCOME_SHUTTING_DOWN {
+		t.Errorf("OutcomeShuttingDown -> %s", got)
+	}
+	if k, ok := transports.engine(int32(rbv1.TransportError_TRANSPORT_ERROR_BODY_INCOMPLETE)); !ok || k != engine.TransportBodyIncomplete {
+		t.Errorf("TRANSPORT_ERROR_BODY_INCOMPLETE -> %v, %v", k, ok)
+	}
+	if got := rbv1.Action(actions.proto(engine.ActionDoNotRetry)); got != rbv1.Action_ACTION_DO_NOT_RETRY {
+		t.Errorf("ActionDoNotRetry -> %s", got)
+	}
+}
