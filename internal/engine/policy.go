@@ -257,81 +257,14 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 // Validate checks the policy, canonicalises header names and resolves the
 // hint reader. It returns every problem found, joined; each is a *FieldError.
 func (p *Policy) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
-	}
-	if p.MaxRetries < 0 || p.MaxRetries > MaxRetriesLimit {
-		bad("max_retries", "must be between 0 and %d, got %d", MaxRetriesLimit, p.MaxRetries)
-	}
-	if p.MaxDelay <= 0 || p.MaxDelay > 24*time.Hour {
-		bad("max_delay", "must be positive and at most 24h, got %s", p.MaxDelay)
-	}
-	if p.Backoff.Base <= 0 {
-		bad("backoff.base", "must be positive, got %s", p.Backoff.Base)
-	}
-	if p.Backoff.Factor < 1 || p.Backoff.Factor > 100 {
-		bad("backoff.factor", "must be between 1 and 100, got %g", p.Backoff.Factor)
-	}
-	if p.Backoff.Cap < p.Backoff.Base {
-		bad("backoff.cap", "must be at least backoff.base (%s), got %s", p.Backoff.Base, p.Backoff.Cap)
-	}
-	if p.Backoff.Jitter < JitterFull || p.Backoff.Jitter > JitterNone {
-		bad("backoff.jitter", "unknown jitter mode %d", p.Backoff.Jitter)
-	}
-	for _, c := range p.RetryableStatuses.Codes() {
-		if c < 100 || c > 599 {
-			bad("retryable_statuses", "status %d is outside 100-599", c)
-		}
-	}
-	if p.IdempotencyHeader == "" {
-		p.IdempotencyHeader = DefaultIdempotencyKey
-	}
-	if !httpguts.ValidHeaderFieldName(p.IdempotencyHeader) {
-		bad("idempotency_header", "%q is not a valid header name", p.IdempotencyHeader)
-	} else {
-		p.IdempotencyHeader = textproto.CanonicalMIMEHeaderKey(p.IdempotencyHeader)
-	}
-	if p.AttemptHeader != "" {
-		if !httpguts.ValidHeaderFieldName(p.AttemptHeader) {
-			bad("attempt_header", "%q is not a valid header name", p.AttemptHeader)
-		} else {
-			p.AttemptHeader = textproto.CanonicalMIMEHeaderKey(p.AttemptHeader)
-		}
-	}
-	if p.AttemptTimeout <= 0 {
-		bad("attempt_timeout", "must be positive, got %s", p.AttemptTimeout)
-	}
-	if p.TotalTimeout <= 0 {
-		bad("total_timeout", "must be positive, got %s", p.TotalTimeout)
-	}
-	if p.MaxRequestBody <= 0 || p.MaxRequestBody > MaxBodyLimit {
-		bad("max_request_body", "must be between 1 byte and 64 MiB, got %d", p.MaxRequestBody)
-	}
-	if p.MaxResponseBody <= 0 || p.MaxResponseBody > MaxBodyLimit {
-		bad("max_response_body", "must be between 1 byte and 64 MiB, got %d", p.MaxResponseBody)
-	}
-	switch {
-	case p.MaxGate <= 0 || p.MaxGate > MaxGateLimit:
-		bad("max_gate", "must be positive and at most 168h (7 days), got %s", p.MaxGate)
-	case p.MaxDelay > 0 && p.MaxGate < p.MaxDelay:
-		bad("max_gate", "must be at least max_delay (%s), got %s: a hint the broker waits for would outlast the gate it closes", p.MaxDelay, p.MaxGate)
-	}
-	if p.Stream.MaxConcurrent < 1 || p.Stream.MaxConcurrent > MaxStreamConcurrent {
-		bad("stream.max_concurrent", "must be between 1 and %d, got %d", MaxStreamConcurrent, p.Stream.MaxConcurrent)
-	}
-	if p.Stream.IdleTimeout <= 0 {
-		bad("stream.idle_timeout", "must be positive, got %s", p.Stream.IdleTimeout)
-	}
-	if p.Stream.MaxDuration < 0 {
-		bad("stream.max_duration", "must not be negative, got %s", p.Stream.MaxDuration)
-	}
-	if p.Stream.MaxBytes < 0 {
-		bad("stream.max_bytes", "must not be negative, got %d", p.Stream.MaxBytes)
-	}
+	var errs fieldErrors
+	p.validateRetries(&errs)
+	p.validateHeaders(&errs)
+	p.validateLimits(&errs)
+	p.validateStream(&errs)
 	if p.Provider != "" {
 		if _, ok := providers.Lookup(p.Provider); !ok {
-			bad("provider", "unknown provider %q (known: %s)", p.Provider, strings.Join(providers.Names(), ", "))
+			errs.add("provider", "unknown provider %q (known: %s)", p.Provider, strings.Join(providers.Names(), ", "))
 		}
 	}
 	if len(errs) > 0 {
@@ -339,6 +272,99 @@ func (p *Policy) Validate() error {
 	}
 	p.reader = p.ReaderFor(p.Provider) // resolved once: Decide is a hot path
 	return nil
+}
+
+// fieldErrors collects *FieldError values.
+type fieldErrors []error
+
+func (e *fieldErrors) add(field, format string, args ...any) {
+	*e = append(*e, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// validateRetries checks max_retries, max_delay, backoff and the statuses.
+func (p *Policy) validateRetries(errs *fieldErrors) {
+	if p.MaxRetries < 0 || p.MaxRetries > MaxRetriesLimit {
+		errs.add("max_retries", "must be between 0 and %d, got %d", MaxRetriesLimit, p.MaxRetries)
+	}
+	if p.MaxDelay <= 0 || p.MaxDelay > 24*time.Hour {
+		errs.add("max_delay", "must be positive and at most 24h, got %s", p.MaxDelay)
+	}
+	b := p.Backoff
+	if b.Base <= 0 {
+		errs.add("backoff.base", "must be positive, got %s", b.Base)
+	}
+	if b.Factor < 1 || b.Factor > 100 {
+		errs.add("backoff.factor", "must be between 1 and 100, got %g", b.Factor)
+	}
+	if b.Cap < b.Base {
+		errs.add("backoff.cap", "must be at least backoff.base (%s), got %s", b.Base, b.Cap)
+	}
+	if b.Jitter < JitterFull || b.Jitter > JitterNone {
+		errs.add("backoff.jitter", "unknown jitter mode %d", b.Jitter)
+	}
+	for _, c := range p.RetryableStatuses.Codes() {
+		if c < 100 || c > 599 {
+			errs.add("retryable_statuses", "status %d is outside 100-599", c)
+		}
+	}
+}
+
+// validateHeaders checks the header names and puts them in canonical form.
+func (p *Policy) validateHeaders(errs *fieldErrors) {
+	if p.IdempotencyHeader == "" {
+		p.IdempotencyHeader = DefaultIdempotencyKey
+	}
+	for _, h := range []struct {
+		field string
+		name  *string
+	}{{"idempotency_header", &p.IdempotencyHeader}, {"attempt_header", &p.AttemptHeader}} {
+		switch {
+		case *h.name == "":
+		case !httpguts.ValidHeaderFieldName(*h.name):
+			errs.add(h.field, "%q is not a valid header name", *h.name)
+		default:
+			*h.name = textproto.CanonicalMIMEHeaderKey(*h.name)
+		}
+	}
+}
+
+// validateLimits checks the timeouts, the body limits and max_gate.
+func (p *Policy) validateLimits(errs *fieldErrors) {
+	if p.AttemptTimeout <= 0 {
+		errs.add("attempt_timeout", "must be positive, got %s", p.AttemptTimeout)
+	}
+	if p.TotalTimeout <= 0 {
+		errs.add("total_timeout", "must be positive, got %s", p.TotalTimeout)
+	}
+	if p.MaxRequestBody <= 0 || p.MaxRequestBody > MaxBodyLimit {
+		errs.add("max_request_body", "must be between 1 byte and 64 MiB, got %d", p.MaxRequestBody)
+	}
+	if p.MaxResponseBody <= 0 || p.MaxResponseBody > MaxBodyLimit {
+		errs.add("max_response_body", "must be between 1 byte and 64 MiB, got %d", p.MaxResponseBody)
+	}
+	switch {
+	case p.MaxGate <= 0 || p.MaxGate > MaxGateLimit:
+		errs.add("max_gate", "must be positive and at most 168h (7 days), got %s", p.MaxGate)
+	case p.MaxDelay > 0 && p.MaxGate < p.MaxDelay:
+		errs.add("max_gate", "must be at least max_delay (%s), got %s: a hint the broker waits for would outlast the gate it closes", p.MaxDelay, p.MaxGate)
+	}
+}
+
+// validateStream checks the ExecuteStream limits.
+func (p *Policy) validateStream(errs *fieldErrors) {
+	st := p.Stream
+	if st.MaxConcurrent < 1 || st.MaxConcurrent > MaxStreamConcurrent {
+		errs.add("stream.max_concurrent", "must be between 1 and %d, got %d", MaxStreamConcurrent, st.MaxConcurrent)
+	}
+	if st.IdleTimeout <= 0 {
+		errs.add("stream.idle_timeout", "must be positive, got %s", st.IdleTimeout)
+	}
+	if st.MaxDuration < 0 {
+		errs.add("stream.max_duration", "must not be negative, got %s", st.MaxDuration)
+	}
+	if st.MaxBytes < 0 {
+		errs.add("stream.max_bytes", "must not be negative, got %d", st.MaxBytes)
+	}
 }
 
 // ReaderFor returns the hint reader for provider name with the policy's
