@@ -220,7 +220,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		debug.FreeOSMemory() // the reload replaced every policy (and their clients)
 	})
 	svcOpts := []server.Option{server.WithExecutor(exec), server.WithPolicyResolver(auth.ResolvePolicy)}
-	grpcCfg := server.GRPCConfig{Logger: logger, TracerProvider: tp, Reflection: o.reflection, Creds: creds}
+	grpcCfg := server.GRPCConfig{Logger: logger, Reflection: o.reflection, Creds: creds}
+	if telemetry.ExportEnabled(os.Getenv) {
+		grpcCfg.TracerProvider = tp // server spans only when they go somewhere
+	}
 	if holder != nil {
 		grpcCfg.Auth = auth.New(holder.Directory)
 		wctx, stopWatch := context.WithCancel(ctx)

@@ -279,16 +279,23 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	at.in = Input{Method: c.Method, Attempt: s.n, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
 
 	at.rec.Start = r.clock.Now()
-	req, err := http.NewRequestWithContext(actx, c.Method, c.URL.String(), bytes.NewReader(c.Body))
+	var body io.Reader = http.NoBody
+	if len(c.Body) > 0 {
+		body = bytes.NewReader(c.Body)
+	}
+	req, err := http.NewRequestWithContext(actx, c.Method, c.URL.String(), body)
 	var resp *http.Response
 	if err == nil {
-		req.Header = s.header.Clone()
-		if p.AttemptHeader != "" {
-			req.Header.Set(p.AttemptHeader, strconv.Itoa(s.n))
-		}
-		r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
-		if len(c.Body) == 0 {
-			req.Body, req.ContentLength = http.NoBody, 0
+		// Each attempt writes its own headers (attempt number, trace
+		// context) into a copy; with nothing to write it sends the call's
+		// headers as they are (the transport only reads them).
+		req.Header = s.header
+		if p.AttemptHeader != "" || trace.SpanContextFromContext(actx).IsValid() {
+			req.Header = s.header.Clone()
+			if p.AttemptHeader != "" {
+				req.Header.Set(p.AttemptHeader, strconv.Itoa(s.n))
+			}
+			r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
 		}
 		resp, err = c.Client.Do(req)
 	}

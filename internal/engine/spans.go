@@ -41,7 +41,17 @@ const (
 	attrWaitMS    = attribute.Key("retrybroker.wait.duration_ms")
 )
 
+// clientSpan is the span kind option of attempt spans, made once.
+var clientSpan = trace.WithSpanKind(trace.SpanKindClient)
+
+// startAttemptSpan starts attempt n's client span. Its attributes are built
+// only when the span records (with tracing off, an attempt span costs no
+// allocation here).
 func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int, probe bool) (context.Context, trace.Span) {
+	ctx, span := r.tracer.Start(ctx, c.Method, clientSpan)
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	host, port := c.URL.Hostname(), c.URL.Port()
 	if port == "" {
 		port = "80"
@@ -65,10 +75,14 @@ func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int, probe boo
 	if probe {
 		attrs = append(attrs, AttrProbe.Bool(true))
 	}
-	return r.tracer.Start(ctx, c.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...)
+	return ctx, span
 }
 
 func setSpanStatus(span trace.Span, status int) {
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(attrStatus.Int(status))
 	if status >= 400 {
 		span.SetAttributes(attrErrorType.String(strconv.Itoa(status)))
@@ -77,6 +91,9 @@ func setSpanStatus(span trace.Span, status int) {
 }
 
 func endSpanError(span trace.Span, kind TransportError) {
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(attrErrorType.String(kind.String()))
 	span.SetStatus(codes.Error, kind.String())
 }

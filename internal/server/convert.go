@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -69,37 +70,61 @@ func toHTTPHeader(hs []*rbv1.HttpHeader) http.Header {
 
 // fromHTTPHeader lists h's lines: names in sorted order, each name's values
 // in the order received, duplicates kept. (net/http does not keep the order
-// across different names.)
+// across different names.) The messages share one allocation.
 func fromHTTPHeader(h http.Header) []*rbv1.HttpHeader {
-	keys := make([]string, 0, len(h))
+	if len(h) == 0 {
+		return nil
+	}
+	var kbuf [16]string
+	keys := kbuf[:0]
 	n := 0
 	for k, vs := range h {
 		keys = append(keys, k)
 		n += len(vs)
 	}
 	slices.Sort(keys)
+	block := make([]rbv1.HttpHeader, n)
 	out := make([]*rbv1.HttpHeader, 0, n)
 	for _, k := range keys {
 		for _, v := range h[k] {
-			out = append(out, &rbv1.HttpHeader{Name: k, Value: v})
+			m := &block[len(out)]
+			m.Name, m.Value = k, v
+			out = append(out, m)
 		}
 	}
 	return out
 }
 
 func decisionToProto(d engine.Decision, provider string) *rbv1.Decision {
-	pd := &rbv1.Decision{
-		Action:     rbv1.Action(actions.proto(d.Action)),
-		Reason:     rbv1.Reason(reasons.proto(d.Reason)),
-		HintSource: d.HintSource,
-		Provider:   provider,
-		Rule:       d.Rule,
-	}
+	var b decisionBlock
+	return b.fill(d, provider)
+}
+
+// decisionBlock holds a Decision message and its durations, so that one
+// allocation makes all three.
+type decisionBlock struct {
+	d           rbv1.Decision
+	delay, hint durationpb.Duration
+}
+
+func (b *decisionBlock) fill(d engine.Decision, provider string) *rbv1.Decision {
+	pd := &b.d
+	pd.Action = rbv1.Action(actions.proto(d.Action))
+	pd.Reason = rbv1.Reason(reasons.proto(d.Reason))
+	pd.HintSource, pd.Provider, pd.Rule = d.HintSource, provider, d.Rule
 	if d.Action == engine.ActionRetry {
-		pd.Delay = durationpb.New(d.Delay)
+		setDuration(&b.delay, d.Delay)
+		pd.Delay = &b.delay
 	}
 	if d.HasHint {
-		pd.Hint = durationpb.New(d.Hint)
+		setDuration(&b.hint, d.Hint)
+		pd.Hint = &b.hint
 	}
 	return pd
+}
+
+// setDuration sets m to d, as durationpb.New does.
+func setDuration(m *durationpb.Duration, d time.Duration) {
+	nanos := d.Nanoseconds()
+	m.Seconds, m.Nanos = nanos/1e9, int32(nanos%1e9)
 }

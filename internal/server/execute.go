@@ -149,14 +149,14 @@ func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
 // overrides, refusing any that would loosen it, and checks the body size.
 func applyOverrides(tp *tenant.Policy, req *rbv1.ExecuteRequest) (*engine.Policy, error) {
 	var v violations
-	p := tp.Policy // a copy: overrides never touch the shared policy
-	if n := int64(len(req.GetRequest().GetBody())); n > p.MaxRequestBody {
-		v.add("request.body", "too large: %d bytes (policy max_request_body is %d); nothing was sent", n, p.MaxRequestBody)
+	if n := int64(len(req.GetRequest().GetBody())); n > tp.MaxRequestBody {
+		v.add("request.body", "too large: %d bytes (policy max_request_body is %d); nothing was sent", n, tp.MaxRequestBody)
 	}
 	o := req.GetOverrides()
 	if o == nil {
-		return &p, v.err()
+		return &tp.Policy, v.err() // shared, read-only: the runner never writes its policy
 	}
+	p := tp.Policy // a copy: overrides never touch the shared policy
 	if o.MaxRetries != nil {
 		if uint64(*o.MaxRetries) > uint64(p.MaxRetries) {
 			v.add("overrides.max_retries", "%d exceeds the policy's max_retries %d", *o.MaxRetries, p.MaxRetries)
@@ -214,28 +214,51 @@ func (s *Service) executeError(ctx context.Context, err error) error {
 	return status.Error(codes.Internal, "internal error")
 }
 
+// attemptBlock holds one Attempt message and everything it points to, so
+// that one allocation makes them all.
+type attemptBlock struct {
+	a              rbv1.Attempt
+	start          timestamppb.Timestamp
+	duration, wait durationpb.Duration
+	decision       decisionBlock
+}
+
 func attemptsToProto(attempts []engine.AttemptRecord, provider string) []*rbv1.Attempt {
+	blocks := make([]attemptBlock, len(attempts))
 	out := make([]*rbv1.Attempt, len(attempts))
 	for i, a := range attempts {
-		out[i] = &rbv1.Attempt{
-			Number: uint32(a.Number), StartTime: timestamppb.New(a.Start), Duration: durationpb.New(a.Duration),
-			StatusCode: int32(a.Status), TransportError: rbv1.TransportError(transports.proto(a.Transport)), ErrorMessage: a.Error,
-			Decision: decisionToProto(a.Decision, provider), Waited: durationpb.New(a.Waited), Probe: a.Probe,
-		}
+		b := &blocks[i]
+		b.start.Seconds, b.start.Nanos = a.Start.Unix(), int32(a.Start.Nanosecond())
+		setDuration(&b.duration, a.Duration)
+		setDuration(&b.wait, a.Waited)
+		m := &b.a
+		m.Number, m.StartTime, m.Duration = uint32(a.Number), &b.start, &b.duration
+		m.StatusCode, m.TransportError, m.ErrorMessage = int32(a.Status), rbv1.TransportError(transports.proto(a.Transport)), a.Error
+		m.Decision, m.Waited, m.Probe = b.decision.fill(a.Decision, provider), &b.wait, a.Probe
+		out[i] = m
 	}
 	return out
 }
 
+// resultBlock holds an ExecuteResponse and its HttpResponse and retry_after.
+type resultBlock struct {
+	r          rbv1.ExecuteResponse
+	resp       rbv1.HttpResponse
+	retryAfter durationpb.Duration
+}
+
 func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
-	out := &rbv1.ExecuteResponse{Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)), Provider: provider}
-	if res.Response != nil {
-		out.Response = &rbv1.HttpResponse{
-			StatusCode: int32(res.Response.Status), Headers: fromHTTPHeader(res.Response.Header),
-			Body: res.Response.Body, BodyTruncated: res.Response.Truncated, BodyIncomplete: res.Response.Incomplete,
-		}
+	b := new(resultBlock)
+	out := &b.r
+	out.Outcome, out.Provider = rbv1.Outcome(outcomes.proto(res.Outcome)), provider
+	if r := res.Response; r != nil {
+		b.resp.StatusCode, b.resp.Headers = int32(r.Status), fromHTTPHeader(r.Header)
+		b.resp.Body, b.resp.BodyTruncated, b.resp.BodyIncomplete = r.Body, r.Truncated, r.Incomplete
+		out.Response = &b.resp
 	}
 	if res.HasRetryAfter {
-		out.RetryAfter = durationpb.New(res.RetryAfter)
+		setDuration(&b.retryAfter, res.RetryAfter)
+		out.RetryAfter = &b.retryAfter
 	}
 	out.Attempts = attemptsToProto(res.Attempts, provider)
 	return out

@@ -37,7 +37,8 @@ type AuthFunc func(ctx context.Context) (context.Context, error)
 type GRPCConfig struct {
 	// Logger receives one line per call (never payloads or metadata).
 	Logger *slog.Logger
-	// TracerProvider for the otelgrpc stats handler; nil means the global.
+	// TracerProvider for the otelgrpc stats handler (a server span per
+	// call); nil means no server spans at all (tracing off costs nothing).
 	TracerProvider trace.TracerProvider
 	// Auth authenticates every call but health checks; nil means none
 	// (the embedded default, loopback only).
@@ -91,12 +92,7 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		logging.StreamServerInterceptor(interceptorLogger(logger), logOpts...),
 		recovery.StreamServerInterceptor(recoveryOpt),
 	}
-	statsOpts := []otelgrpc.Option{}
-	if cfg.TracerProvider != nil {
-		statsOpts = append(statsOpts, otelgrpc.WithTracerProvider(cfg.TracerProvider))
-	}
 	opts := []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler(statsOpts...)),
 		grpc.ForceServerCodecV2(newRawCodec()),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
@@ -106,6 +102,9 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 15 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 		grpc.ConnectionTimeout(10 * time.Second),
+	}
+	if cfg.TracerProvider != nil {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(cfg.TracerProvider))))
 	}
 	if cfg.Auth != nil {
 		opts = append(opts, grpc.InTapHandle(tapAuth(cfg.Auth)))
