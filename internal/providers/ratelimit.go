@@ -366,6 +366,9 @@ func (p *sfParser) binary() (sfItem, bool) {
 		if c == ':' {
 			v := p.s[start:p.pos]
 			p.pos++
+			if !validBase64(v) {
+				return sfItem{}, false
+			}
 			return sfItem{kind: sfBinary, str: v}, true
 		}
 		if !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '=') {
@@ -374,6 +377,30 @@ func (p *sfParser) binary() (sfItem, bool) {
 		p.pos++
 	}
 	return sfItem{}, false
+}
+
+// validBase64 reports whether s, made of base64 alphabet characters and
+// '=', decodes as RFC 9651 section 4.2.7 requires. Padding may be omitted
+// (parsers SHOULD NOT fail on its absence), but '=' may appear only at the
+// end, at most twice, and only where it completes a 4-character group:
+// ":a=bc:" or ":abcde===:" are malformed, which makes the whole field
+// invalid. Non-zero pad bits are accepted, as RFC 9651 recommends.
+func validBase64(s string) bool {
+	body := strings.TrimRight(s, "=")
+	pad := len(s) - len(body)
+	if strings.IndexByte(body, '=') >= 0 || pad > 2 {
+		return false
+	}
+	switch len(body) % 4 {
+	case 1:
+		return false // no base64 group ends after one character
+	case 0:
+		return pad == 0
+	case 2:
+		return pad == 0 || pad == 2
+	default: // 3
+		return pad == 0 || pad == 1
+	}
 }
 
 // boolean parses an sf-boolean: "?0" or "?1".
