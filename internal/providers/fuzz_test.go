@@ -352,7 +352,7 @@ func FuzzHostMap(f *testing.F) {
 	f.Fuzz(func(t *testing.T, host string) {
 		p, ok := m.ProviderFor(host)
 		if ok {
-			if _, known := builtins[p]; !known {
+			if !isBuiltin(p) {
 				t.Fatalf("%q: unknown provider %q", host, p)
 			}
 		} else if p != "" {

@@ -44,6 +44,121 @@ func ParseRateLimit(lines []string) ([]RateLimitItem, bool) {
 	return items, true
 }
 
+// RateLimitPolicy is one member of an IETF RateLimit-Policy field
+// (draft-ietf-httpapi-ratelimit-headers-09 and later): a named quota policy.
+type RateLimitPolicy struct {
+	// Name is the policy name, matching a RateLimit item's name.
+	Name string
+	// Quota is the "q" parameter: the quota units the policy allocates.
+	Quota int64
+	// Unit is the "qu" parameter (for example "request", "content-bytes",
+	// "concurrency"); empty when absent, which means requests.
+	Unit string
+	// Window is the "w" parameter, in seconds; valid when HasWindow.
+	Window    time.Duration
+	HasWindow bool
+}
+
+// CountsRequests reports whether the policy's quota counts requests: its
+// unit is absent, "request" or "requests".
+func (p RateLimitPolicy) CountsRequests() bool {
+	return p.Unit == "" || p.Unit == "request" || p.Unit == "requests"
+}
+
+// ParseRateLimitPolicy parses the field lines of an IETF RateLimit-Policy
+// field, for example `"default";q=100;w=60;qu="request"`, with the same
+// structured-field rules as ParseRateLimit. Each member must be a string or
+// token item with a non-negative integer "q"; "w", when present, must be a
+// non-negative integer of seconds that fits a time.Duration, and "qu" a
+// string or token. Other parameters are ignored. Any error makes the whole
+// field invalid (false). The older drafts' form ("10;w=1", integer items)
+// is not a policy list and is reported invalid.
+func ParseRateLimitPolicy(lines []string) ([]RateLimitPolicy, bool) {
+	if len(lines) == 0 {
+		return nil, true
+	}
+	p := sfParser{s: rateLimitInput(lines)}
+	var out []RateLimitPolicy
+	ok := p.list(func() bool {
+		v, ok := p.bareItem()
+		if !ok || (v.kind != sfString && v.kind != sfToken) {
+			return false
+		}
+		pol := RateLimitPolicy{Name: v.str}
+		var q, w, qu *sfItem
+		var qv, wv, quv sfItem
+		for p.peek() == ';' {
+			p.pos++
+			p.skipSP()
+			key, ok := p.key()
+			if !ok {
+				return false
+			}
+			val := sfItem{kind: sfBoolean, num: 1}
+			if p.peek() == '=' {
+				p.pos++
+				if val, ok = p.bareItem(); !ok {
+					return false
+				}
+			}
+			switch key {
+			case "q":
+				qv, q = val, &qv
+			case "w":
+				wv, w = val, &wv
+			case "qu":
+				quv, qu = val, &quv
+			}
+		}
+		if q == nil || q.kind != sfInteger || q.num < 0 {
+			return false
+		}
+		pol.Quota = q.num
+		if w != nil {
+			if w.kind != sfInteger || w.num < 0 || w.num > maxDelaySeconds {
+				return false
+			}
+			pol.Window, pol.HasWindow = time.Duration(w.num)*time.Second, true
+		}
+		if qu != nil {
+			if qu.kind != sfString && qu.kind != sfToken {
+				return false
+			}
+			pol.Unit = qu.str
+		}
+		out = append(out, pol)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return out, true
+}
+
+// list parses a List field whose members are parsed by member, which
+// reports false on an error.
+func (p *sfParser) list(member func() bool) bool {
+	p.s = trimOWS(p.s)
+	for !p.eof() {
+		if p.peek() == '(' || !member() {
+			return false
+		}
+		p.skipOWS()
+		if p.eof() {
+			return true
+		}
+		if p.peek() != ',' {
+			return false
+		}
+		p.pos++
+		p.skipOWS()
+		if p.eof() {
+			return false
+		}
+	}
+	return true
+}
+
 // rateLimitInput combines RateLimit field lines as RFC 9110 does for lists.
 func rateLimitInput(lines []string) string {
 	if len(lines) == 1 {
