@@ -53,19 +53,19 @@ func ParseRetryAfter(s string, now time.Time) (time.Duration, bool) {
 type valueFormat int8
 
 const (
-	formatSeconds        valueFormat = iota // delay-seconds
-	formatMilliseconds                      // whole milliseconds
-	formatUnixSeconds                       // absolute, Unix seconds
-	formatRetryAfter                        // delay-seconds or HTTP-date
-	formatISO8601                           // absolute, ISO 8601
-	formatDecimalOrDate                     // decimal seconds or HTTP-date (Shopify)
-	formatDecimalSeconds                    // decimal seconds
-	formatHTTPDate                          // absolute, HTTP-date
-	formatGoDuration                        // Go-style duration
-	formatRFC3339                           // absolute, RFC 3339
-	formatIETFRateLimit                     // IETF RateLimit list (hint steps only)
-	formatJSONSeconds                       // JSON number of seconds in the body
-	formatGoogleRetryInfo                   // google.rpc.RetryInfo in the body
+	formatSeconds         valueFormat = iota // delay-seconds
+	formatMilliseconds                       // whole milliseconds
+	formatUnixSeconds                        // absolute, Unix seconds
+	formatRetryAfter                         // delay-seconds or HTTP-date
+	formatISO8601                            // absolute, ISO 8601
+	formatDecimalOrDate                      // decimal seconds or HTTP-date (Shopify)
+	formatDecimalSeconds                     // decimal seconds
+	formatHTTPDate                           // absolute, HTTP-date
+	formatGoDuration                         // Go-style duration
+	formatRFC3339                            // absolute, RFC 3339
+	formatIETFRateLimit                      // IETF RateLimit list (hint steps only)
+	formatJSONSeconds                        // JSON number of seconds in the body
+	formatGoogleRetryInfo                    // google.rpc.RetryInfo in the body
 )
 
 // parseValue parses one header value in format f into a delay from now.
