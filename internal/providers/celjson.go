@@ -1,8 +1,10 @@
 package providers
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 
@@ -11,32 +13,40 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 )
 
-// The body a rule sees is decoded lazily: json.Valid checks the whole body
-// once, then objects and arrays are CEL values over the raw bytes that index
-// their members only when a rule looks inside them, and scalars are
-// converted when reached. A rule that reads two fields of a 1 KiB body never
-// builds the rest of the document, which keeps a body rule within its
-// budget (see BenchmarkClassifyCatalog in internal/engine).
+// The body a rule sees is decoded lazily: objects and arrays are CEL values
+// over the raw bytes that index their members only when a rule looks inside
+// them, and scalars are converted (and checked) when reached. A rule that
+// reads two fields of a 1 KiB body never builds the rest of the document,
+// which keeps a body rule within its budget (see BenchmarkClassifyCatalog in
+// internal/engine).
+//
+// Validation is lazy too. The body must be one complete JSON value with
+// balanced, matching brackets and closed strings (so a body cut short by the
+// peek limit is null), and every object, array, string, number and literal
+// a rule reaches is checked strictly; a malformed part is an error for the
+// rule that reaches it (the rule does not match), while malformed parts that
+// no rule reaches are not noticed.
 //
 // Semantics follow CEL's JSON mapping (google.protobuf.Value): objects are
 // maps with string keys, arrays are lists, numbers are doubles, and null is
 // null. When a key repeats, the last one wins, as with encoding/json.
 
+// maxJSONDepth bounds the nesting a body may have; a deeper body is null.
+const maxJSONDepth = 64
+
 // parseJSONBody returns the body as a CEL value: null when the body is empty
 // or not one complete JSON value (for example when the peek cut it short).
 func parseJSONBody(body []byte) ref.Val {
-	if len(body) == 0 || !json.Valid(body) {
-		return types.NullValue
-	}
 	start := skipWS(body, 0)
 	end, ok := skipValue(body, start)
-	if !ok {
+	if !ok || skipWS(body, end) != len(body) {
 		return types.NullValue
 	}
 	return jsonValueOf(body[start:end])
 }
 
-// jsonValueOf converts one raw, valid JSON value.
+// jsonValueOf converts one raw JSON value; a malformed scalar is an error
+// value.
 func jsonValueOf(raw []byte) ref.Val {
 	if len(raw) == 0 {
 		return types.NullValue
@@ -52,13 +62,13 @@ func jsonValueOf(raw []byte) ref.Val {
 			return types.NewErr("invalid JSON string")
 		}
 		return types.String(s)
-	case c == 't':
+	case string(raw) == "true":
 		return types.True
-	case c == 'f':
+	case string(raw) == "false":
 		return types.False
-	case c == 'n':
+	case string(raw) == "null":
 		return types.NullValue
-	default:
+	case validJSONNumber(raw):
 		f, err := strconv.ParseFloat(string(raw), 64)
 		if err != nil {
 			// Valid JSON numbers beyond float64's range.
@@ -66,19 +76,65 @@ func jsonValueOf(raw []byte) ref.Val {
 		}
 		return types.Double(f)
 	}
+	return types.NewErr("invalid JSON value")
 }
 
-// decodeJSONString decodes a raw JSON string (with its quotes).
+// validJSONNumber reports whether b is exactly an RFC 8259 number.
+func validJSONNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+// decodeJSONString decodes a raw JSON string (with its quotes). It rejects
+// control characters and, through encoding/json, invalid escapes.
 func decodeJSONString(raw []byte) (string, bool) {
-	if len(raw) < 2 {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
 	}
 	inner := raw[1 : len(raw)-1]
 	escaped := false
 	for _, c := range inner {
+		if c < 0x20 {
+			return "", false
+		}
 		if c == '\\' {
 			escaped = true
-			break
 		}
 	}
 	if !escaped {
@@ -99,8 +155,10 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// skipValue returns the end of the JSON value starting at i. The input has
-// passed json.Valid, but skipValue stays in bounds on any input.
+// skipValue returns the end of the JSON value starting at i: a string up to
+// its closing quote, a container up to its matching bracket (brackets must
+// match in kind and nest at most maxJSONDepth deep), or a scalar up to the
+// next delimiter. It stays in bounds on any input.
 func skipValue(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return i, false
@@ -109,9 +167,11 @@ func skipValue(b []byte, i int) (int, bool) {
 	case '"':
 		return skipString(b, i)
 	case '{', '[':
+		// stack holds one bit per open bracket: 1 for '{', 0 for '['.
+		var stack uint64
 		depth := 0
 		for i < len(b) {
-			switch b[i] {
+			switch c := b[i]; c {
 			case '"':
 				end, ok := skipString(b, i)
 				if !ok {
@@ -120,8 +180,19 @@ func skipValue(b []byte, i int) (int, bool) {
 				i = end
 				continue
 			case '{', '[':
+				if depth == maxJSONDepth {
+					return i, false
+				}
+				stack <<= 1
+				if c == '{' {
+					stack |= 1
+				}
 				depth++
 			case '}', ']':
+				if depth == 0 || (stack&1 == 1) != (c == '}') {
+					return i, false
+				}
+				stack >>= 1
 				depth--
 				if depth == 0 {
 					return i + 1, true
@@ -130,11 +201,13 @@ func skipValue(b []byte, i int) (int, bool) {
 			i++
 		}
 		return i, false
+	case '}', ']', ',', ':':
+		return i, false
 	default:
 		j := i
 		for j < len(b) {
 			switch b[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
+			case ',', '}', ']', ':', ' ', '\t', '\n', '\r', '"', '{', '[':
 				return j, j > i
 			}
 			j++
@@ -145,46 +218,80 @@ func skipValue(b []byte, i int) (int, bool) {
 
 // skipString returns the end of the JSON string whose quote is at i.
 func skipString(b []byte, i int) (int, bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b), false
+		}
+		j += k
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1, true
 		}
+		j++
 	}
-	return len(b), false
 }
 
-// jsonMember is one key of an object: the raw key (without quotes) and the
-// raw value.
+// jsonMember is one key of an object, as offsets into the object's raw
+// bytes: the key without its quotes, and the value. Keeping it small keeps
+// indexing an object cheap.
 type jsonMember struct {
-	key     []byte
-	decoded string // the key, when it holds escapes
-	escaped bool
-	val     []byte
-}
-
-func (m *jsonMember) is(k string) bool {
-	if m.escaped {
-		return m.decoded == k
-	}
-	return string(m.key) == k
-}
-
-func (m *jsonMember) name() string {
-	if m.escaped {
-		return m.decoded
-	}
-	return string(m.key)
+	ks, ke, vs, ve int32
+	escaped        bool    // the key holds escapes; decoded in jsonObject.decoded
+	cached         ref.Val // the converted value, once a rule looked at it
 }
 
 // jsonObject is a JSON object as a CEL map, indexed on first use.
 type jsonObject struct {
 	raw     []byte
 	members []jsonMember
+	decoded map[int]string // keys with escapes, by member index
 	indexed bool
 	bad     bool
+}
+
+func (o *jsonObject) key(i int) []byte { m := &o.members[i]; return o.raw[m.ks:m.ke] }
+
+func (o *jsonObject) val(i int) []byte { m := &o.members[i]; return o.raw[m.vs:m.ve] }
+
+// is reports whether member i has key k.
+func (o *jsonObject) is(i int, k string) bool {
+	if o.members[i].escaped {
+		return o.decoded[i] == k
+	}
+	return string(o.key(i)) == k
+}
+
+// name returns member i's key.
+func (o *jsonObject) name(i int) string {
+	if o.members[i].escaped {
+		return o.decoded[i]
+	}
+	return string(o.key(i))
+}
+
+// sameKey reports whether members i and j have the same key.
+func (o *jsonObject) sameKey(i, j int) bool {
+	if o.members[i].escaped || o.members[j].escaped {
+		return o.name(i) == o.name(j)
+	}
+	return bytes.Equal(o.key(i), o.key(j))
+}
+
+// value returns member i's value as a CEL value, converted once: a nested
+// object keeps its index, so a rule that reads three fields below
+// body.extensions.cost indexes each level once.
+func (o *jsonObject) value(i int) ref.Val {
+	m := &o.members[i]
+	if m.cached == nil {
+		m.cached = jsonValueOf(o.val(i))
+	}
+	return m.cached
 }
 
 var (
@@ -198,10 +305,15 @@ func (o *jsonObject) index() {
 	}
 	o.indexed = true
 	b := o.raw
+	if len(b) > math.MaxInt32 {
+		o.bad = true
+		return
+	}
 	i := skipWS(b, 1)
 	if i < len(b) && b[i] == '}' {
 		return
 	}
+	o.members = make([]jsonMember, 0, 4)
 	for i < len(b) {
 		if b[i] != '"' {
 			o.bad = true
@@ -212,17 +324,18 @@ func (o *jsonObject) index() {
 			o.bad = true
 			return
 		}
-		m := jsonMember{key: b[i+1 : kend-1]}
-		for _, c := range m.key {
-			if c == '\\' {
-				s, ok := decodeJSONString(b[i:kend])
-				if !ok {
-					o.bad = true
-					return
-				}
-				m.decoded, m.escaped = s, true
-				break
+		m := jsonMember{ks: int32(i + 1), ke: int32(kend - 1)}
+		if bytes.IndexByte(b[i+1:kend-1], '\\') >= 0 {
+			s, ok := decodeJSONString(b[i:kend])
+			if !ok {
+				o.bad = true
+				return
 			}
+			if o.decoded == nil {
+				o.decoded = map[int]string{}
+			}
+			o.decoded[len(o.members)] = s
+			m.escaped = true
 		}
 		i = skipWS(b, kend)
 		if i >= len(b) || b[i] != ':' {
@@ -235,7 +348,7 @@ func (o *jsonObject) index() {
 			o.bad = true
 			return
 		}
-		m.val = b[i:vend]
+		m.vs, m.ve = int32(i), int32(vend)
 		o.members = append(o.members, m)
 		i = skipWS(b, vend)
 		if i >= len(b) {
@@ -254,15 +367,15 @@ func (o *jsonObject) index() {
 	o.bad = true
 }
 
-// find returns the raw value of key k; the last occurrence wins.
-func (o *jsonObject) find(k string) ([]byte, bool) {
+// member returns the index of key k's member; the last occurrence wins.
+func (o *jsonObject) member(k string) (int, bool) {
 	o.index()
 	for i := len(o.members) - 1; i >= 0; i-- {
-		if o.members[i].is(k) {
-			return o.members[i].val, true
+		if o.is(i, k) {
+			return i, true
 		}
 	}
-	return nil, false
+	return 0, false
 }
 
 // Find implements traits.Mapper.
@@ -271,14 +384,14 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(key), false
 	}
-	raw, found := o.find(string(k))
+	i, found := o.member(string(k))
 	if o.bad {
 		return types.NewErr("malformed JSON object"), false
 	}
 	if !found {
 		return nil, false
 	}
-	return jsonValueOf(raw), true
+	return o.value(i), true
 }
 
 // Get implements traits.Indexer.
@@ -308,7 +421,7 @@ func (o *jsonObject) keys() []string {
 	seen := make(map[string]bool, len(o.members))
 	out := make([]string, 0, len(o.members))
 	for i := range o.members {
-		k := o.members[i].name()
+		k := o.name(i)
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, k)
@@ -317,8 +430,29 @@ func (o *jsonObject) keys() []string {
 	return out
 }
 
-// Size implements traits.Sizer: the number of distinct keys.
-func (o *jsonObject) Size() ref.Val { return types.Int(len(o.keys())) }
+// Size implements traits.Sizer: the number of distinct keys. CEL's cost
+// tracker asks for sizes often, so small objects are counted without
+// allocating.
+func (o *jsonObject) Size() ref.Val {
+	o.index()
+	if len(o.members) > 32 {
+		return types.Int(len(o.keys()))
+	}
+	n := 0
+	for i := range o.members {
+		dup := false
+		for j := 0; j < i; j++ {
+			if o.sameKey(j, i) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			n++
+		}
+	}
+	return types.Int(n)
+}
 
 // Iterator implements traits.Iterable over the keys.
 func (o *jsonObject) Iterator() traits.Iterator {
@@ -360,6 +494,7 @@ func (o *jsonObject) Value() any {
 type jsonArray struct {
 	raw     []byte
 	elems   [][]byte
+	vals    []ref.Val // converted elements, built on first use
 	indexed bool
 }
 
@@ -373,6 +508,7 @@ func (a *jsonArray) index() {
 	if i < len(b) && b[i] == ']' {
 		return
 	}
+	a.elems = make([][]byte, 0, 4)
 	for i < len(b) {
 		end, ok := skipValue(b, i)
 		if !ok {
@@ -390,13 +526,25 @@ func (a *jsonArray) index() {
 	}
 }
 
+// values returns the converted elements, converting each once.
 func (a *jsonArray) values() []ref.Val {
 	a.index()
-	out := make([]ref.Val, len(a.elems))
-	for i, e := range a.elems {
-		out[i] = jsonValueOf(e)
+	if a.vals == nil {
+		a.vals = make([]ref.Val, len(a.elems))
+		var objs []jsonObject // one allocation for the object elements
+		for i, e := range a.elems {
+			if len(e) > 0 && e[0] == '{' {
+				if objs == nil {
+					objs = make([]jsonObject, len(a.elems))
+				}
+				objs[i].raw = e
+				a.vals[i] = &objs[i]
+				continue
+			}
+			a.vals[i] = jsonValueOf(e)
+		}
 	}
-	return out
+	return a.vals
 }
 
 // Add implements traits.Adder (list concatenation).
@@ -406,9 +554,8 @@ func (a *jsonArray) Add(other ref.Val) ref.Val {
 
 // Contains implements traits.Container.
 func (a *jsonArray) Contains(v ref.Val) ref.Val {
-	a.index()
-	for _, e := range a.elems {
-		if jsonValueOf(e).Equal(v) == types.True {
+	for _, e := range a.values() {
+		if e.Equal(v) == types.True {
 			return types.True
 		}
 	}
@@ -421,11 +568,11 @@ func (a *jsonArray) Get(idx ref.Val) ref.Val {
 	if err != nil {
 		return types.WrapErr(err)
 	}
-	a.index()
-	if i < 0 || i >= len(a.elems) {
+	vals := a.values()
+	if i < 0 || i >= len(vals) {
 		return types.NewErr("index out of range: %d", i)
 	}
-	return jsonValueOf(a.elems[i])
+	return vals[i]
 }
 
 // Iterator implements traits.Iterable.
@@ -514,15 +661,15 @@ func lookupJSONPath(v ref.Val, path []string) ([]byte, bool) {
 	if !ok || len(path) == 0 {
 		return nil, false
 	}
-	for i, k := range path {
-		raw, found := o.find(k)
+	for n, k := range path {
+		i, found := o.member(k)
 		if !found || o.bad {
 			return nil, false
 		}
-		if i == len(path)-1 {
-			return raw, true
+		if n == len(path)-1 {
+			return o.val(i), true
 		}
-		if o, ok = jsonValueOf(raw).(*jsonObject); !ok {
+		if o, ok = o.value(i).(*jsonObject); !ok {
 			return nil, false
 		}
 	}

@@ -393,6 +393,12 @@ func compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
 		se.add(path+".name", "%q is not a rule name (lower-case letters, digits and '_')", r.Name)
 	}
 	checkStatuses(se, path+".statuses", r.Statuses)
+	for i, c := range r.BodyContains {
+		if c == "" {
+			se.add(fmt.Sprintf("%s.body_contains[%d]", path, i), "must not be empty")
+		}
+		ru.contains = append(ru.contains, []byte(c))
+	}
 	when, issues := compileCEL(r.When, isBoolOrDyn, "bool")
 	for _, is := range issues {
 		se.errs = append(se.errs, &SpecError{Path: path + ".when", Line: is.line, Column: is.column, Msg: is.msg})
@@ -418,7 +424,7 @@ func compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
 	if len(se.errs) > n {
 		return nil, false
 	}
-	ru.needsBody = ru.when.needsBody || (ru.delay != nil && ru.delay.needsBody())
+	ru.needsBody = len(ru.contains) > 0 || ru.when.needsBody || (ru.delay != nil && ru.delay.needsBody())
 	return ru, true
 }
 

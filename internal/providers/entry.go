@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strings"
@@ -92,6 +93,7 @@ const (
 type rule struct {
 	name      string // "entry/rule"
 	statuses  []int
+	contains  [][]byte // BodyContains
 	when      *celProgram
 	action    ruleAction
 	reason    string
@@ -233,7 +235,7 @@ func (e *Entry) read(r *Response, out *Reading, tr *Trace) {
 func (e *Entry) applyRules(r *Response, out *Reading, tr *Trace) {
 	var in *ruleInput
 	for _, ru := range e.rules {
-		if !statusIn(r.Status, ru.statuses) {
+		if !statusIn(r.Status, ru.statuses) || !containsAny(r.Body, ru.contains) {
 			continue
 		}
 		if in == nil {
@@ -273,6 +275,20 @@ func (e *Entry) applyRules(r *Response, out *Reading, tr *Trace) {
 		}
 		return
 	}
+}
+
+// containsAny reports whether body contains one of subs; no subs means
+// yes.
+func containsAny(body []byte, subs [][]byte) bool {
+	if len(subs) == 0 {
+		return true
+	}
+	for _, s := range subs {
+		if bytes.Contains(body, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func statusIn(status int, statuses []int) bool {

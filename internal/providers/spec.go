@@ -119,6 +119,11 @@ type RuleSpec struct {
 	// condition is not evaluated for other statuses, so listing them keeps
 	// other responses off the CEL path.
 	Statuses []int `yaml:"statuses,omitempty"`
+	// BodyContains, when set, is a cheap prefilter: the condition is
+	// evaluated only when the raw body contains at least one of these byte
+	// strings (case-sensitive). It keeps ordinary responses off the CEL and
+	// JSON path (every Shopify 200 would otherwise be parsed).
+	BodyContains []string `yaml:"body_contains,omitempty"`
 	// When is the condition, a CEL expression of type bool. It sees status
 	// (int), method (string), attempt (int), headers (map of lower-case
 	// name to list of values), body (the body parsed as JSON, or null) and
