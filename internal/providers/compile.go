@@ -383,6 +383,9 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 	default:
 		se.add(path, "needs remaining, remaining_prefix or header")
 	}
+	if st.limit != nil {
+		st.desc += ", limit " + st.limit.source
+	}
 	return st, len(se.errs) == n
 }
 
