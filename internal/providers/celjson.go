@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -137,9 +138,10 @@ func decodeJSONString(raw []byte) (string, bool) {
 			escaped = true
 		}
 	}
-	if !escaped {
+	if !escaped && utf8.Valid(inner) {
 		return string(inner), true
 	}
+	// Escapes, or invalid UTF-8 that encoding/json replaces with U+FFFD.
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", false
@@ -242,7 +244,7 @@ func skipString(b []byte, i int) (int, bool) {
 // indexing an object cheap.
 type jsonMember struct {
 	ks, ke, vs, ve int32
-	escaped        bool    // the key holds escapes; decoded in jsonObject.decoded
+	escaped        bool    // the key holds escapes or invalid UTF-8; decoded in jsonObject.decoded
 	cached         ref.Val // the converted value, once a rule looked at it
 }
 
@@ -325,7 +327,7 @@ func (o *jsonObject) index() {
 			return
 		}
 		m := jsonMember{ks: int32(i + 1), ke: int32(kend - 1)}
-		if bytes.IndexByte(b[i+1:kend-1], '\\') >= 0 {
+		if k := b[i+1 : kend-1]; bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) {
 			s, ok := decodeJSONString(b[i:kend])
 			if !ok {
 				o.bad = true
