@@ -212,9 +212,9 @@ func BenchmarkCompileEntry(b *testing.B) {
 	for b.Loop() {
 		i++
 		spec := EntrySpec{
-			Name:  fmt.Sprintf("tenant-%d", i),
-			Hosts: []string{fmt.Sprintf("api%d.example.com", i)},
-			Hints: []HintSpec{{Header: "Retry-After"}, {Header: "X-Wait-Ms", Format: "milliseconds"}},
+			Name:   fmt.Sprintf("tenant-%d", i),
+			Hosts:  []string{fmt.Sprintf("api%d.example.com", i)},
+			Hints:  []HintSpec{{Header: "Retry-After"}, {Header: "X-Wait-Ms", Format: "milliseconds"}},
 			Quotas: []QuotaSpec{{Remaining: "X-Left", Reset: "X-Reset", Format: "unix_seconds"}},
 			Rules: []RuleSpec{
 				{Name: "billing", Statuses: []int{402, 429}, When: `body.error.code == "billing"`, Action: "do_not_retry", Reason: "billing"},
