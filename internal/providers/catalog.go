@@ -16,9 +16,6 @@ import (
 //go:embed catalog.yaml
 var builtinYAML []byte
 
-// BuiltinCatalogYAML returns the embedded catalog's source text.
-func BuiltinCatalogYAML() []byte { return slices.Clone(builtinYAML) }
-
 // Catalog holds compiled entries by name. It is immutable and safe for
 // concurrent use; With layers entries on top of it (the built-in catalog,
 // then a configuration file's providers, then a tenant's).
@@ -162,6 +159,20 @@ func (c *Catalog) With(entries ...*Entry) *Catalog {
 		out.order = append(out.order, e)
 	}
 	return out
+}
+
+// HostMap returns the mapping from request hosts to this catalog's entries,
+// with overrides on top (as NewHostMap does for the built-in catalog):
+// override values must name entries of this catalog or "none".
+func (c *Catalog) HostMap(overrides map[string]string) (HostMap, error) {
+	t, err := buildTable(overrides, func(name string) bool {
+		_, ok := c.entries[name]
+		return ok
+	})
+	if err != nil {
+		return HostMap{}, err
+	}
+	return HostMap{overrides: t, defaults: c.hostTable()}, nil
 }
 
 // hostTable indexes the entries' hosts.

@@ -134,6 +134,18 @@ func TestCatalogWithLayers(t *testing.T) {
 	if m := c.hostTable(); m.exact["api.acme.example"] != "acme" || m.exact["api.github.com"] != "" {
 		t.Errorf("layered hosts: %+v", m.exact)
 	}
+	hm, err := c.HostMap(map[string]string{"ghe.acme.example": "github"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{"API.acme.example": "acme", "ghe.acme.example": "github", "api.github.com": "", "api.openai.com": "openai"} {
+		if got, _ := hm.ProviderFor(host); got != want {
+			t.Errorf("ProviderFor(%q) = %q, want %q", host, got, want)
+		}
+	}
+	if _, err := c.HostMap(map[string]string{"x.example": "nope"}); err == nil {
+		t.Error("an override naming no entry was accepted")
+	}
 }
 
 // TestRuleCostLimitStopsHostileBodies: an expression whose cost grows with
