@@ -84,3 +84,38 @@ func TestClassifyCatalogBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyFastPathAllocs keeps the catalog off the fast paths: a plain
+// Retry-After, a quota-exhausted GitHub 403 and an ordinary Shopify 200
+// (whose rules' prefilters fail) classify without allocating.
+func TestClassifyFastPathAllocs(t *testing.T) {
+	p := mustPolicy(t, nil)
+	cases := []struct {
+		provider string
+		r        func() *engine.Input
+	}{
+		{"retry-after", func() *engine.Input {
+			return &engine.Input{Method: "GET", Attempt: 1, Response: resp(429, "Retry-After", "5")}
+		}},
+		{"github", func() *engine.Input {
+			return &engine.Input{Method: "GET", Attempt: 1, Response: resp(403, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1796126445")}
+		}},
+		{"shopify", func() *engine.Input {
+			r := resp(200, "Content-Type", "application/json")
+			r.Body = []byte(shopifyOK1KiB)
+			return &engine.Input{Method: "POST", Attempt: 1, Response: r}
+		}},
+		{"openai", func() *engine.Input {
+			r := resp(429, "retry-after-ms", "250")
+			r.Body = []byte(`{"error":{"code":"rate_limit_exceeded"}}`)
+			return &engine.Input{Method: "GET", Attempt: 1, Response: r}
+		}},
+	}
+	for _, c := range cases {
+		in := c.r()
+		in.Reader = p.ReaderFor(c.provider)
+		if n := testing.AllocsPerRun(100, func() { p.Decide(in, minRand{}) }); n != 0 {
+			t.Errorf("%s: %v allocs per Decide, want 0", c.provider, n)
+		}
+	}
+}
