@@ -221,6 +221,21 @@ func skipValue(b []byte, i int) (int, bool) {
 // skipString returns the end of the JSON string whose quote is at i.
 func skipString(b []byte, i int) (int, bool) {
 	j := i + 1
+	// Keys and short values end within a few bytes: a plain loop beats
+	// IndexByte's call overhead there.
+	for n := 0; n < 16 && j < len(b); n++ {
+		switch b[j] {
+		case '"':
+			return j + 1, true
+		case '\\':
+			j += 2
+			continue
+		}
+		j++
+	}
+	if j >= len(b) {
+		return len(b), false
+	}
 	for {
 		k := bytes.IndexByte(b[j:], '"')
 		if k < 0 {
@@ -252,6 +267,7 @@ type jsonMember struct {
 type jsonObject struct {
 	raw     []byte
 	members []jsonMember
+	inline  [4]jsonMember // members' first backing array: most objects need no other
 	decoded map[int]string // keys with escapes, by member index
 	indexed bool
 	bad     bool
@@ -315,7 +331,7 @@ func (o *jsonObject) index() {
 	if i < len(b) && b[i] == '}' {
 		return
 	}
-	o.members = make([]jsonMember, 0, 4)
+	o.members = o.inline[:0]
 	for i < len(b) {
 		if b[i] != '"' {
 			o.bad = true
