@@ -267,7 +267,7 @@ type jsonMember struct {
 type jsonObject struct {
 	raw     []byte
 	members []jsonMember
-	inline  [4]jsonMember // members' first backing array: most objects need no other
+	inline  [4]jsonMember  // members' first backing array: most objects need no other
 	decoded map[int]string // keys with escapes, by member index
 	indexed bool
 	bad     bool
