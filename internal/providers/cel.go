@@ -116,13 +116,12 @@ func isDelayType(t *cel.Type) bool {
 // with the headers map and the parsed body built on first use and then
 // shared by every rule of one Read.
 type ruleInput struct {
-	r         *Response
-	headers   ref.Val
-	body      ref.Val
-	bodyText  ref.Val
-	bodyDone  bool
-	textDone  bool
-	headerMap map[string][]string
+	r        *Response
+	headers  ref.Val
+	body     ref.Val
+	bodyText ref.Val
+	bodyDone bool
+	textDone bool
 }
 
 var _ interpreter.Activation = (*ruleInput)(nil)
@@ -142,12 +141,12 @@ func (in *ruleInput) ResolveName(name string) (any, bool) {
 		return types.Int(max(in.r.Attempt, 1)), true
 	case celHeaders:
 		if in.headers == nil {
-			in.headerMap = make(map[string][]string, len(in.r.Header))
+			m := make(map[string][]string, len(in.r.Header))
 			for k, vs := range in.r.Header {
 				lk := lowerASCII(k)
-				in.headerMap[lk] = append(in.headerMap[lk], vs...)
+				m[lk] = append(m[lk], vs...)
 			}
-			in.headers = types.DefaultTypeAdapter.NativeToValue(in.headerMap)
+			in.headers = types.DefaultTypeAdapter.NativeToValue(m)
 		}
 		return in.headers, true
 	case celBody:

@@ -189,7 +189,7 @@ func (e *Entry) Explain(r *Response) (Reading, Trace) {
 
 func (e *Entry) read(r *Response, out *Reading, tr *Trace) {
 	for i := range e.hints {
-		if h, ok := e.hints[i].read(r, tr); ok {
+		if h, ok := e.hints[i].read(r); ok {
 			out.Hint, out.HasHint = h, true
 			if tr != nil && tr.Hint == "" {
 				tr.Hint = e.hints[i].desc
@@ -304,7 +304,7 @@ func statusIn(status int, statuses []int) bool {
 }
 
 // read runs one hint step.
-func (s *hintStep) read(r *Response, tr *Trace) (Hint, bool) {
+func (s *hintStep) read(r *Response) (Hint, bool) {
 	if !statusIn(r.Status, s.statuses) {
 		return Hint{}, false
 	}
@@ -341,7 +341,7 @@ func (s *hintStep) read(r *Response, tr *Trace) (Hint, bool) {
 		var best Hint
 		found := false
 		for i := range s.longest {
-			if h, ok := s.longest[i].read(r, nil); ok && (!found || h.Delay > best.Delay) {
+			if h, ok := s.longest[i].read(r); ok && (!found || h.Delay > best.Delay) {
 				best, found = h, true
 			}
 		}
