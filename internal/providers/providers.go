@@ -18,13 +18,24 @@
 //   - An invalid header falls through to the next header in the reader's
 //     priority order.
 //
+// Providers are data: each built-in reader is an Entry of the embedded,
+// versioned catalog (catalog.yaml, see Builtin), compiled from an EntrySpec
+// by Compile. An entry has hint steps in priority order, verdict headers,
+// quota signals, scope headers and rules: CEL conditions over the response
+// (status, method, attempt, headers and the body parsed lazily as JSON) with
+// an outcome. Catalogs layer (Catalog.With), so configuration-defined
+// providers can sit on top of the built-in ones. docs/providers.md is
+// generated from the catalog (WriteMarkdown).
+//
 // The parsers behind the readers are exported (ParseDelaySeconds,
 // ParseHTTPDate, ParseRateLimit, ...) so the engine and fuzzers share them.
 // Lookup returns a built-in reader by name, NewCustomReader builds one for a
 // policy's own header, Chain combines readers, and HostMap picks a provider
 // from a request's host.
 //
-// Readers never panic and never allocate on the Retry-After fast path.
+// Readers never panic and never allocate on the Retry-After fast path; a
+// rule's CEL and JSON work happens only for the statuses it lists and, with
+// body_contains, only for bodies that mention what it looks for.
 package providers
 
 import (
