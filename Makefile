@@ -44,17 +44,19 @@ build:
 run:
 	$(GO) run ./cmd/broker --listen $(LISTEN) --reflection $(ARGS)
 
-## generate: regenerate gen/ (Go) and the Python and TypeScript stubs from proto/ with pinned local plugins
+## generate: regenerate gen/ (Go), the Python and TypeScript stubs from proto/ with pinned local plugins,
+## and docs/providers.md from the built-in provider catalog
 generate: tools
 	$(BIN)/buf format -w
 	$(BIN)/buf generate
+	$(GO) run ./cmd/broker providers docs > docs/providers.md.tmp && mv docs/providers.md.tmp docs/providers.md
 	$(MAKE) -C clients/python generate
 	$(MAKE) -C clients/typescript generate
 	$(MAKE) -C clients/typescript build   # dist/ is committed: installing the folder runs no build (clients/typescript/README.md)
 
 ## check-generate: fail when `make generate` changes any committed file
 check-generate: generate
-	@git diff --exit-code -- gen proto clients || { echo "make generate changed committed files"; exit 1; }
+	@git diff --exit-code -- gen proto clients docs/providers.md || { echo "make generate changed committed files"; exit 1; }
 	@test -z "$$(git status --porcelain -- gen clients | grep -v node_modules)" || { git status --porcelain -- gen clients; echo "make generate left untracked files"; exit 1; }
 
 ## fmt: format Go code with gofumpt

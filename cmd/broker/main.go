@@ -3,6 +3,7 @@
 //	broker [--listen 127.0.0.1:50051] [--reflection] [--allow-destinations CIDR,...]
 //	broker --config broker.yaml [--redis redis://...] [--tls-cert F --tls-key F [--tls-client-ca F]]
 //	broker config check FILE
+//	broker providers list|show NAME|test NAME --status N ...|docs
 //
 // With no configuration it runs the embedded default: a single dev tenant,
 // the memory store, and a loopback-only listener that needs no key.
@@ -113,6 +114,9 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.Addr) int {
 	if len(args) > 0 && args[0] == "config" {
 		return configCommand(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "providers" {
+		return providersCommand(args[1:], os.Stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {

@@ -170,7 +170,7 @@ func (p *Policy) decide(in *Input, rnd Rand, d *Decision) {
 		return
 	}
 	resp := in.Response
-	if resp == nil || resp.Status < 400 {
+	if resp == nil {
 		d.Reason = ReasonSuccess
 		return
 	}
@@ -184,6 +184,14 @@ func (p *Policy) decide(in *Input, rnd Rand, d *Decision) {
 	} else {
 		reading = reader.Read(resp)
 	}
+	// A status below 400 is a success unless a provider rule says retry
+	// (Shopify's GraphQL throttling arrives in a 200); then the retry rules
+	// apply as for a retryable status.
+	if resp.Status < 400 && reading.Verdict != providers.VerdictRetry {
+		d.Reason = ReasonSuccess
+		return
+	}
+	d.Rule = reading.Rule
 	if reading.HasHint {
 		d.Hint, d.HasHint = reading.Hint.Delay, true
 	}

@@ -25,8 +25,9 @@ var (
 // the next minute.
 //
 // The RFC 850 form has a two-digit year; now chooses the century as RFC 9110
-// requires: a year that would be more than 50 years after now's year is taken
-// from the previous century. now is not used for the other forms.
+// requires: a timestamp that would be more than 50 years after now (the whole
+// timestamp is compared, not the year number) is taken from the previous
+// century. now is not used for the other forms.
 func ParseHTTPDate(s string, now time.Time) (time.Time, bool) {
 	s = trimOWS(s)
 	switch {
@@ -98,15 +99,32 @@ func parseRFC850(s string, now time.Time) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	nowYear := now.UTC().Year()
-	year := nowYear - mod(nowYear, 100) + yy
-	switch {
-	case year > nowYear+50:
-		year -= 100
-	case year <= nowYear-50:
-		year += 100
+	hour, min, sec, ok := parseClock(r[12:20])
+	if !ok {
+		return time.Time{}, false
 	}
-	return buildDate(year, month+1, day, r[12:20], wd)
+	return buildDate(rfc850Year(yy, month+1, day, hour, min, sec, now), month+1, day, r[12:20], wd)
+}
+
+// rfc850Year resolves a two-digit RFC 850 year as RFC 9110 section 5.6.7
+// requires: the whole timestamp, not just the year, is compared with now,
+// and a timestamp that would be more than 50 years after now means the most
+// recent year in the past with the same last two digits. So the result is
+// the latest year ending in yy whose timestamp is at most 50 years after
+// now: seen on 2026-12-01, "15-Dec-76" is 1976 (2076-12-15 would be more
+// than 50 years ahead) while "01-Dec-76 00:00:00" is 2076.
+func rfc850Year(yy, month, day, hour, min, sec int, now time.Time) int {
+	limit := now.UTC().AddDate(50, 0, 0)
+	year := limit.Year() - mod(limit.Year(), 100) + yy
+	if year > limit.Year() {
+		year -= 100
+	}
+	// time.Date normalises an impossible day (29 Feb of a common year);
+	// buildDate rejects it afterwards for the year chosen here.
+	if time.Date(year, time.Month(month), day, hour, min, sec, 0, time.UTC).After(limit) {
+		year -= 100
+	}
+	return year
 }
 
 // parseASCTime parses "Sun Nov  6 08:49:37 1994" (24 bytes).

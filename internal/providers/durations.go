@@ -71,9 +71,13 @@ func ParseGoDuration(s string) (time.Duration, bool) {
 			if goDurationUnits[i].name == unit {
 				found = true
 				next = i + 1
-				// The three spellings of microseconds share one slot.
-				for next < len(goDurationUnits) && goDurationUnits[next].size == time.Microsecond {
-					next++
+				// The three spellings of microseconds share one slot: after
+				// one of them, skip the others (but after "ms", all three
+				// remain allowed, so "1ms5us" is valid).
+				if goDurationUnits[i].size == time.Microsecond {
+					for next < len(goDurationUnits) && goDurationUnits[next].size == time.Microsecond {
+						next++
+					}
 				}
 				break
 			}

@@ -6,26 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 )
-
-// defaultHosts maps upstream hosts to the built-in reader for them. A key
-// "*.suffix" matches any host that ends in ".suffix" (at any depth), but not
-// "suffix" itself.
-var defaultHosts = map[string]string{
-	"api.github.com":       "github",
-	"*.atlassian.net":      "jira",
-	"management.azure.com": "azure",
-	"*.amazonaws.com":      "aws",
-	"api.openai.com":       "openai",
-	"api.anthropic.com":    "anthropic",
-	"discord.com":          "discord",
-	"gitlab.com":           "gitlab",
-	"*.myshopify.com":      "shopify",
-	"api.x.com":            "x",
-	"api.twitter.com":      "x",
-	"*.googleapis.com":     "google",
-	"api.stripe.com":       "stripe",
-}
 
 // ErrInvalidHostPattern is returned by NewHostMap for a key that is neither a
 // host name nor "*." followed by one.
@@ -69,19 +51,25 @@ type HostMap struct {
 	defaults  hostTable
 }
 
-// DefaultHostMap returns the built-in mapping: api.github.com to github,
-// *.atlassian.net to jira, management.azure.com to azure, *.amazonaws.com to
-// aws, api.openai.com to openai, api.anthropic.com to anthropic, discord.com
-// to discord, gitlab.com to gitlab, *.myshopify.com to shopify, api.x.com and
+// DefaultHostMap returns the built-in mapping, made from the hosts of the
+// built-in catalog's entries: api.github.com to github, *.atlassian.net to
+// jira, management.azure.com to azure, *.amazonaws.com to aws,
+// api.openai.com to openai, api.anthropic.com to anthropic, discord.com to
+// discord, gitlab.com to gitlab, *.myshopify.com to shopify, api.x.com and
 // api.twitter.com to x, *.googleapis.com to google, and api.stripe.com to
 // stripe.
 func DefaultHostMap() HostMap {
-	return HostMap{defaults: defaultTable}
+	return HostMap{defaults: defaultTable()}
 }
 
-// defaultTable is defaultHosts indexed once. TestDefaultHostMapValid checks
-// that building it cannot fail.
-var defaultTable, _ = buildTable(defaultHosts)
+// defaultTable is the built-in catalog's hosts, indexed once.
+var defaultTable = sync.OnceValue(func() hostTable { return Builtin().hostTable() })
+
+// isBuiltin reports whether name is a built-in reader.
+func isBuiltin(name string) bool {
+	_, ok := Builtin().Lookup(name)
+	return ok
+}
 
 // NewHostMap returns the default mapping with a policy's overrides on top.
 // Keys are exact hosts ("api.example.com") or wildcards ("*.example.com",
@@ -92,7 +80,7 @@ var defaultTable, _ = buildTable(defaultHosts)
 // (ErrInvalidHostPattern) or value (ErrUnknownProvider) is an error.
 func NewHostMap(overrides map[string]string) (HostMap, error) {
 	m := DefaultHostMap()
-	t, err := buildTable(overrides)
+	t, err := buildTable(overrides, isBuiltin)
 	if err != nil {
 		return HostMap{}, err
 	}
@@ -100,25 +88,21 @@ func NewHostMap(overrides map[string]string) (HostMap, error) {
 	return m, nil
 }
 
-// buildTable validates and indexes a pattern-to-provider map.
-func buildTable(entries map[string]string) (hostTable, error) {
+// buildTable validates and indexes a pattern-to-provider map; known says
+// which provider names exist.
+func buildTable(entries map[string]string, known func(string) bool) (hostTable, error) {
 	t := hostTable{exact: make(map[string]string)}
 	for pattern, provider := range entries {
-		if _, ok := builtins[provider]; !ok {
+		if !known(provider) {
 			return hostTable{}, fmt.Errorf("host %q: provider %q: %w", pattern, provider, ErrUnknownProvider)
 		}
-		p := strings.TrimSuffix(lowerASCII(pattern), ".")
-		if rest, wild := strings.CutPrefix(p, "*."); wild {
-			if !validHostName(rest) {
-				return hostTable{}, fmt.Errorf("host %q: %w", pattern, ErrInvalidHostPattern)
-			}
-			t.suffixes = append(t.suffixes, hostSuffix{suffix: "." + rest, provider: provider})
-			continue
-		}
-		if validIP(p) {
-			p = strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")
-		} else if !validHostName(p) {
+		p, wild, ok := hostPattern(pattern)
+		if !ok {
 			return hostTable{}, fmt.Errorf("host %q: %w", pattern, ErrInvalidHostPattern)
+		}
+		if wild {
+			t.suffixes = append(t.suffixes, hostSuffix{suffix: "." + p, provider: provider})
+			continue
 		}
 		t.exact[p] = provider
 	}

@@ -11,25 +11,19 @@ import (
 // Lookup returns the built-in reader with the given name: "retry-after"
 // (the default), "azure", "aws", "github", "jira", "openai", "anthropic",
 // "discord", "gitlab", "shopify", "x", "ietf", "google", "stripe", or "none",
-// which reads nothing. Names are case-sensitive. The readers are shared and
-// safe for concurrent use.
+// which reads nothing. Names are case-sensitive. The readers are the entries
+// of the built-in catalog (Builtin), shared and safe for concurrent use;
+// each is an *Entry.
 func Lookup(name string) (HintReader, bool) {
-	rd, ok := builtins[name]
+	e, ok := Builtin().Lookup(name)
 	if !ok {
 		return nil, false
 	}
-	return rd, true
+	return e, true
 }
 
 // Names returns the names of the built-in readers, sorted.
-func Names() []string {
-	names := make([]string, 0, len(builtins))
-	for n := range builtins {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return Builtin().Names() }
 
 // Format is how a custom reader's header encodes a delay.
 type Format string
@@ -119,7 +113,9 @@ type chainReader struct {
 // Chain returns a reader named name that combines readers, tried in order:
 // the first valid hint wins, the verdict is the first that is not
 // VerdictNone, the quota is the first found, and the extra retryable
-// statuses are the sorted union of all. Nil readers are skipped. Use it to
+// statuses are the sorted union of all; Rule and Scope are the first
+// non-empty, and the chain needs the body when any reader does (it
+// implements BodyReader). Nil readers are skipped. Use it to
 // put a policy's custom readers before or after its provider's reader.
 func Chain(name string, readers ...HintReader) HintReader {
 	c := &chainReader{name: name}
@@ -155,8 +151,25 @@ func (c *chainReader) Read(r *Response) Reading {
 		if got.HasQuota && !out.HasQuota {
 			out.Quota, out.HasQuota = got.Quota, true
 		}
+		if out.Rule == "" {
+			out.Rule = got.Rule
+		}
+		if out.Scope == "" {
+			out.Scope = got.Scope
+		}
 	}
 	return out
+}
+
+// NeedsBody reports whether any chained reader reads the body of a
+// response with this status.
+func (c *chainReader) NeedsBody(status int) bool {
+	for _, rd := range c.readers {
+		if NeedsBody(rd, status) {
+			return true
+		}
+	}
+	return false
 }
 
 // ExtraRetryableStatuses returns the union of the chained readers' extra

@@ -44,6 +44,121 @@ func ParseRateLimit(lines []string) ([]RateLimitItem, bool) {
 	return items, true
 }
 
+// RateLimitPolicy is one member of an IETF RateLimit-Policy field
+// (draft-ietf-httpapi-ratelimit-headers-09 and later): a named quota policy.
+type RateLimitPolicy struct {
+	// Name is the policy name, matching a RateLimit item's name.
+	Name string
+	// Quota is the "q" parameter: the quota units the policy allocates.
+	Quota int64
+	// Unit is the "qu" parameter (for example "request", "content-bytes",
+	// "concurrency"); empty when absent, which means requests.
+	Unit string
+	// Window is the "w" parameter, in seconds; valid when HasWindow.
+	Window    time.Duration
+	HasWindow bool
+}
+
+// CountsRequests reports whether the policy's quota counts requests: its
+// unit is absent, "request" or "requests".
+func (p RateLimitPolicy) CountsRequests() bool {
+	return p.Unit == "" || p.Unit == "request" || p.Unit == "requests"
+}
+
+// ParseRateLimitPolicy parses the field lines of an IETF RateLimit-Policy
+// field, for example `"default";q=100;w=60;qu="request"`, with the same
+// structured-field rules as ParseRateLimit. Each member must be a string or
+// token item with a non-negative integer "q"; "w", when present, must be a
+// non-negative integer of seconds that fits a time.Duration, and "qu" a
+// string or token. Other parameters are ignored. Any error makes the whole
+// field invalid (false). The older drafts' form ("10;w=1", integer items)
+// is not a policy list and is reported invalid.
+func ParseRateLimitPolicy(lines []string) ([]RateLimitPolicy, bool) {
+	if len(lines) == 0 {
+		return nil, true
+	}
+	p := sfParser{s: rateLimitInput(lines)}
+	var out []RateLimitPolicy
+	ok := p.list(func() bool {
+		v, ok := p.bareItem()
+		if !ok || (v.kind != sfString && v.kind != sfToken) {
+			return false
+		}
+		pol := RateLimitPolicy{Name: v.str}
+		var q, w, qu *sfItem
+		var qv, wv, quv sfItem
+		for p.peek() == ';' {
+			p.pos++
+			p.skipSP()
+			key, ok := p.key()
+			if !ok {
+				return false
+			}
+			val := sfItem{kind: sfBoolean, num: 1}
+			if p.peek() == '=' {
+				p.pos++
+				if val, ok = p.bareItem(); !ok {
+					return false
+				}
+			}
+			switch key {
+			case "q":
+				qv, q = val, &qv
+			case "w":
+				wv, w = val, &wv
+			case "qu":
+				quv, qu = val, &quv
+			}
+		}
+		if q == nil || q.kind != sfInteger || q.num < 0 {
+			return false
+		}
+		pol.Quota = q.num
+		if w != nil {
+			if w.kind != sfInteger || w.num < 0 || w.num > maxDelaySeconds {
+				return false
+			}
+			pol.Window, pol.HasWindow = time.Duration(w.num)*time.Second, true
+		}
+		if qu != nil {
+			if qu.kind != sfString && qu.kind != sfToken {
+				return false
+			}
+			pol.Unit = qu.str
+		}
+		out = append(out, pol)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return out, true
+}
+
+// list parses a List field whose members are parsed by member, which
+// reports false on an error.
+func (p *sfParser) list(member func() bool) bool {
+	p.s = trimOWS(p.s)
+	for !p.eof() {
+		if p.peek() == '(' || !member() {
+			return false
+		}
+		p.skipOWS()
+		if p.eof() {
+			return true
+		}
+		if p.peek() != ',' {
+			return false
+		}
+		p.pos++
+		p.skipOWS()
+		if p.eof() {
+			return false
+		}
+	}
+	return true
+}
+
 // rateLimitInput combines RateLimit field lines as RFC 9110 does for lists.
 func rateLimitInput(lines []string) string {
 	if len(lines) == 1 {
@@ -366,6 +481,9 @@ func (p *sfParser) binary() (sfItem, bool) {
 		if c == ':' {
 			v := p.s[start:p.pos]
 			p.pos++
+			if !validBase64(v) {
+				return sfItem{}, false
+			}
 			return sfItem{kind: sfBinary, str: v}, true
 		}
 		if !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '=') {
@@ -374,6 +492,30 @@ func (p *sfParser) binary() (sfItem, bool) {
 		p.pos++
 	}
 	return sfItem{}, false
+}
+
+// validBase64 reports whether s, made of base64 alphabet characters and
+// '=', decodes as RFC 9651 section 4.2.7 requires. Padding may be omitted
+// (parsers SHOULD NOT fail on its absence), but '=' may appear only at the
+// end, at most twice, and only where it completes a 4-character group:
+// ":a=bc:" or ":abcde===:" are malformed, which makes the whole field
+// invalid. Non-zero pad bits are accepted, as RFC 9651 recommends.
+func validBase64(s string) bool {
+	body := strings.TrimRight(s, "=")
+	pad := len(s) - len(body)
+	if strings.IndexByte(body, '=') >= 0 || pad > 2 {
+		return false
+	}
+	switch len(body) % 4 {
+	case 1:
+		return false // no base64 group ends after one character
+	case 0:
+		return pad == 0
+	case 2:
+		return pad == 0 || pad == 2
+	default: // 3
+		return pad == 0 || pad == 1
+	}
 }
 
 // boolean parses an sf-boolean: "?0" or "?1".

@@ -123,7 +123,8 @@ func TestRetryAfterRulesInEveryReader(t *testing.T) {
 func TestReaderRetryAfterStatuses(t *testing.T) {
 	// The reader does not judge statuses; the engine does.
 	for _, status := range []int{200, 400, 403, 429, 500, 503} {
-		got := builtins["retry-after"].Read(response(status, []hdr{{"Retry-After", "7"}}, ""))
+		rd, _ := Lookup("retry-after")
+		got := rd.Read(response(status, []hdr{{"Retry-After", "7"}}, ""))
 		if !got.HasHint || got.Hint.Delay != 7*time.Second {
 			t.Errorf("status %d: %+v", status, got)
 		}
@@ -406,24 +407,38 @@ func TestReaderDiscord(t *testing.T) {
 }
 
 func TestReaderGitLab(t *testing.T) {
+	exhausted := hdr{"RateLimit-Remaining", "0"}
 	runReaderCases(t, "gitlab", []readerCase{
-		{name: "ratelimit-reset", headers: []hdr{{"RateLimit-Reset", "1796126445"}}, hasHint: true, delay: 45 * time.Second, source: "ratelimit-reset"},
 		{
-			name: "ratelimit-reset exhausted", headers: []hdr{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1796126445"}},
+			name: "ratelimit-reset exhausted", headers: []hdr{exhausted, {"RateLimit-Reset", "1796126445"}},
 			hasHint: true, delay: 45 * time.Second, source: "ratelimit-reset",
 			quota: &Quota{Remaining: 0, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"},
 		},
-		{name: "ratelimit-resettime", headers: []hdr{{"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit-resettime"},
 		{
-			name: "invalid reset falls to resettime", headers: []hdr{{"RateLimit-Reset", "soon"}, {"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}},
+			name: "ratelimit-resettime exhausted", headers: []hdr{exhausted, {"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}},
 			hasHint: true, delay: 30 * time.Second, source: "ratelimit-resettime",
 		},
+		{
+			name: "invalid reset falls to resettime", headers: []hdr{exhausted, {"RateLimit-Reset", "soon"}, {"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}},
+			hasHint: true, delay: 30 * time.Second, source: "ratelimit-resettime",
+		},
+		{
+			name: "limit reported", status: 200, headers: []hdr{{"RateLimit-Limit", "2000"}, {"RateLimit-Remaining", "1999"}, {"RateLimit-Reset", "1796126445"}},
+			quota: &Quota{Remaining: 1999, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset", Limit: 2000},
+		},
 		{name: "retry-after first", headers: []hdr{{"Retry-After", "9"}, {"RateLimit-Reset", "1796126445"}}, hasHint: true, delay: 9 * time.Second, source: "retry-after"},
-		{name: "resettime in UTC invalid", headers: []hdr{{"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 UTC"}}},
-		{name: "resettime as seconds invalid", headers: []hdr{{"RateLimit-ResetTime", "30"}}},
+		// The reset is read only when RateLimit-Remaining is present and 0.
+		{name: "reset without remaining is no hint", headers: []hdr{{"RateLimit-Reset", "1796126445"}}},
+		{name: "resettime without remaining is no hint", headers: []hdr{{"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 GMT"}}},
+		{name: "resettime in UTC invalid", headers: []hdr{exhausted, {"RateLimit-ResetTime", "Tue, 01 Dec 2026 12:00:30 UTC"}}},
+		{name: "resettime as seconds invalid", headers: []hdr{exhausted, {"RateLimit-ResetTime", "30"}}},
 		{
 			name: "quota left is no hint", status: 403, headers: []hdr{{"RateLimit-Remaining", "1999"}, {"RateLimit-Reset", "1796126445"}},
 			quota: &Quota{Remaining: 1999, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"},
+		},
+		{
+			name: "quota left on a 429 is no hint", headers: []hdr{{"RateLimit-Remaining", "12"}, {"RateLimit-Reset", "1796126445"}},
+			quota: &Quota{Remaining: 12, Reset: time.Unix(1796126445, 0), Source: "ratelimit-reset"},
 		},
 		{name: "remaining invalid is no hint", headers: []hdr{{"RateLimit-Remaining", "x"}, {"RateLimit-Reset", "1796126445"}}},
 	})
@@ -466,23 +481,72 @@ func TestReaderX(t *testing.T) {
 }
 
 func TestReaderIETF(t *testing.T) {
+	at := func(d time.Duration) time.Time { return now.Add(d) }
 	runReaderCases(t, "ietf", []readerCase{
-		{name: "exhausted item", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit"},
+		{
+			name: "exhausted item", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit",
+			quota: &Quota{Remaining: 0, Reset: at(30 * time.Second), Source: "ratelimit"},
+		},
 		{
 			name: "largest exhausted t", headers: []hdr{{"RateLimit", `"default";r=0;t=30, "daily";r=0;t=3600, "burst";r=5;t=99999`}},
 			hasHint: true, delay: time.Hour, source: "ratelimit",
+			quota: &Quota{Remaining: 0, Reset: at(time.Hour), Source: "ratelimit"},
 		},
 		{
 			name: "split lines", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}, {"RateLimit", `"daily";r=0;t=60`}},
 			hasHint: true, delay: time.Minute, source: "ratelimit",
+			quota: &Quota{Remaining: 0, Reset: at(time.Minute), Source: "ratelimit"},
 		},
-		{name: "retry-after first", headers: []hdr{{"Retry-After", "3"}, {"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 3 * time.Second, source: "retry-after"},
-		{name: "invalid retry-after falls through", headers: []hdr{{"Retry-After", "3, 4"}, {"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit"},
-		{name: "quota left", headers: []hdr{{"RateLimit", `"default";r=1;t=30`}}},
+		{
+			name: "retry-after first", headers: []hdr{{"Retry-After", "3"}, {"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 3 * time.Second, source: "retry-after",
+			quota: &Quota{Remaining: 0, Reset: at(30 * time.Second), Source: "ratelimit"},
+		},
+		{
+			name: "invalid retry-after falls through", headers: []hdr{{"Retry-After", "3, 4"}, {"RateLimit", `"default";r=0;t=30`}}, hasHint: true, delay: 30 * time.Second, source: "ratelimit",
+			quota: &Quota{Remaining: 0, Reset: at(30 * time.Second), Source: "ratelimit"},
+		},
+		{
+			name: "quota left", status: 200, headers: []hdr{{"RateLimit", `"default";r=1;t=30`}},
+			quota: &Quota{Remaining: 1, Reset: at(30 * time.Second), Source: "ratelimit"},
+		},
+		{
+			name: "most constraining item is the quota", status: 200, headers: []hdr{{"RateLimit", `"hour";r=90;t=1800, "minute";r=3;t=20`}},
+			quota: &Quota{Remaining: 3, Reset: at(20 * time.Second), Source: "ratelimit"},
+		},
+		{
+			name: "policy limit and window", status: 200,
+			headers: []hdr{{"RateLimit-Policy", `"default";q=100;w=60`}, {"RateLimit", `"default";r=7`}},
+			quota:   &Quota{Remaining: 7, Reset: at(time.Minute), Source: "ratelimit", Limit: 100},
+		},
+		{
+			name: "policy in content-bytes is not a call quota", status: 200,
+			headers: []hdr{{"RateLimit-Policy", `"bytes";q=1000000;qu="content-bytes";w=60, "calls";q=50;qu="request";w=60`}, {"RateLimit", `"bytes";r=0;t=60, "calls";r=20;t=40`}},
+			hasHint: true, delay: time.Minute, source: "ratelimit",
+			quota: &Quota{Remaining: 20, Reset: at(40 * time.Second), Source: "ratelimit", Limit: 50},
+		},
+		{
+			name: "item without t or policy has no reset", status: 200, headers: []hdr{{"RateLimit", `"default";r=7`}},
+		},
 		{name: "malformed ignored whole", headers: []hdr{{"RateLimit", `"default";r=0;t=30, daily;r=0;t=x=`}}},
 		{name: "malformed line ignored whole", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}, {"RateLimit", `"broken`}}},
 		{name: "old dictionary draft", headers: []hdr{{"RateLimit", `limit=100, remaining=0, reset=30`}}},
-		{name: "policy header not read", headers: []hdr{{"RateLimit-Policy", `"default";q=100;w=30`}}},
+		{name: "policy header alone", headers: []hdr{{"RateLimit-Policy", `"default";q=100;w=30`}}},
+		// The earlier drafts' separate fields (draft-ietf-httpapi-ratelimit-headers-06).
+		{
+			name: "earlier drafts exhausted", headers: []hdr{{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "50"}},
+			hasHint: true, delay: 50 * time.Second, source: "ratelimit-reset",
+			quota: &Quota{Remaining: 0, Reset: at(50 * time.Second), Source: "ratelimit-reset", Limit: 100},
+		},
+		{
+			name: "earlier drafts quota left", status: 200, headers: []hdr{{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "42"}, {"RateLimit-Reset", "50"}},
+			quota: &Quota{Remaining: 42, Reset: at(50 * time.Second), Source: "ratelimit-reset", Limit: 100},
+		},
+		{
+			name: "structured field wins over earlier drafts", headers: []hdr{{"RateLimit", `"default";r=0;t=30`}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "50"}},
+			hasHint: true, delay: 30 * time.Second, source: "ratelimit",
+			quota: &Quota{Remaining: 0, Reset: at(30 * time.Second), Source: "ratelimit"},
+		},
+		{name: "earlier drafts reset as a date is invalid", headers: []hdr{{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "Tue, 01 Dec 2026 12:00:30 GMT"}}},
 	})
 }
 

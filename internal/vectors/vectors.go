@@ -1,10 +1,13 @@
 // Package vectors loads the conformance vectors in testdata/classify.jsonl
-// and checks a decision against a vector's expectation, so that the engine,
-// the gRPC service and the Go client are held to the same file.
+// (the shared vectors) and testdata/catalog.jsonl (the provider catalog's
+// vectors, cited in testdata/VECTORS.md), and checks a decision against a
+// vector's expectation, so that the engine, the gRPC service and the Go
+// client are held to the same files.
 package vectors
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +39,35 @@ type Expect struct {
 	HintSource *string  `json:"hint_source"`
 	Reason     string   `json:"reason"`
 	HintMS     *float64 `json:"hint_ms"`
+	// Rule, when set, is the catalog rule the decision must name ("" for
+	// none).
+	Rule *string `json:"rule"`
+	// Quota, when set, is the quota the provider's reader must report
+	// (checked in-process with CheckReading; a decision does not carry it).
+	Quota *ExpectQuota `json:"quota"`
+	// Scope, when set, is the limit scope the reader must report.
+	Scope *string `json:"scope"`
+}
+
+// ExpectQuota is a vector's expected quota reading.
+type ExpectQuota struct {
+	Remaining int64 `json:"remaining"`
+	// ResetMS is the reset, in milliseconds after the vector's now.
+	ResetMS float64 `json:"reset_ms"`
+	Source  string  `json:"source"`
+	// Limit is the window's quota; 0 means unknown.
+	Limit int64 `json:"limit"`
+}
+
+// GotReading is what a provider's reader reported, in layer-neutral form.
+type GotReading struct {
+	HasQuota  bool
+	Remaining int64
+	// ResetIn is the quota's reset minus the vector's now.
+	ResetIn time.Duration
+	Source  string
+	Limit   int64
+	Scope   string
 }
 
 // Got is a decision in layer-neutral form.
@@ -51,32 +83,66 @@ type Got struct {
 	// Hint is the reported server hint; HasHint says whether one was reported.
 	Hint    time.Duration
 	HasHint bool
+	// Rule is the catalog rule that decided; empty for none.
+	Rule string
 }
+
+// Files are the vector files under testdata, in the order LoadAll reads
+// them.
+var Files = []string{"classify.jsonl", "catalog.jsonl"}
 
 // Path finds testdata/classify.jsonl by walking up from the working
 // directory to the module root (the directory holding go.mod with the
 // testdata folder).
-func Path() (string, error) {
+func Path() (string, error) { return PathOf("classify.jsonl") }
+
+// PathOf finds testdata/<name> like Path.
+func PathOf(name string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, "testdata", "classify.jsonl")
+		p := filepath.Join(dir, "testdata", name)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("testdata/classify.jsonl not found above the working directory")
+			return "", fmt.Errorf("testdata/%s not found above the working directory", name)
 		}
 		dir = parent
 	}
 }
 
-// Load reads every vector from the project's testdata copy.
-func Load() ([]Vector, error) {
-	p, err := Path()
+// Load reads every vector from the project's testdata copy of the shared
+// vectors (classify.jsonl).
+func Load() ([]Vector, error) { return LoadFile("classify.jsonl") }
+
+// LoadAll reads every vector of every file in Files; names are unique
+// across files.
+func LoadAll() ([]Vector, error) {
+	var out []Vector
+	seen := map[string]string{}
+	for _, name := range Files {
+		vs, err := LoadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			if f, dup := seen[v.Name]; dup {
+				return nil, fmt.Errorf("vector %q is in both %s and %s", v.Name, f, name)
+			}
+			seen[v.Name] = name
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
+}
+
+// LoadFile reads every vector of testdata/<name>.
+func LoadFile(name string) ([]Vector, error) {
+	p, err := PathOf(name)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +162,9 @@ func Load() ([]Vector, error) {
 			continue
 		}
 		var v Vector
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", p, line, err)
 		}
 		if v.Name == "" || seen[v.Name] {
@@ -143,6 +211,34 @@ func (v *Vector) Check(got Got) error {
 		if !got.HasHint || math.Abs(ms-*e.HintMS) > 1 {
 			bad("hint = %v (present %v), want %vms", got.Hint, got.HasHint, *e.HintMS)
 		}
+	}
+	if e.Rule != nil && got.Rule != *e.Rule {
+		bad("rule = %q, want %q", got.Rule, *e.Rule)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckReading compares a reader's quota and scope with the vector's
+// expectation. A vector without expect.quota requires that no quota is
+// reported; one without expect.scope does not check the scope.
+func (v *Vector) CheckReading(got GotReading) error {
+	e := v.Expect
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch q := e.Quota; {
+	case q == nil && got.HasQuota:
+		bad("unexpected quota: %d left, reset in %v from %q", got.Remaining, got.ResetIn, got.Source)
+	case q != nil && !got.HasQuota:
+		bad("no quota, want %d left", q.Remaining)
+	case q != nil:
+		ms := float64(got.ResetIn) / float64(time.Millisecond)
+		if got.Remaining != q.Remaining || math.Abs(ms-q.ResetMS) > 1 || got.Source != q.Source || got.Limit != q.Limit {
+			bad("quota = %d left (limit %d), reset in %v from %q; want %d (limit %d), %vms, %q",
+				got.Remaining, got.Limit, got.ResetIn, got.Source, q.Remaining, q.Limit, q.ResetMS, q.Source)
+		}
+	}
+	if e.Scope != nil && got.Scope != *e.Scope {
+		bad("scope = %q, want %q", got.Scope, *e.Scope)
 	}
 	return errors.Join(errs...)
 }

@@ -52,3 +52,63 @@ func TestCheckRejects(t *testing.T) {
 		t.Error("missing hint accepted")
 	}
 }
+
+func TestLoadAllReadsBothFiles(t *testing.T) {
+	all, err := LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := LoadFile("catalog.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(shared)+len(catalog) || len(catalog) < 30 {
+		t.Fatalf("LoadAll = %d vectors; classify.jsonl %d + catalog.jsonl %d (want >= 30)", len(all), len(shared), len(catalog))
+	}
+	for _, v := range catalog {
+		if v.Provider == "" {
+			t.Errorf("%s: catalog vectors name their provider", v.Name)
+		}
+	}
+}
+
+// TestCheckRejectsRuleAndReading proves the catalog fields can fail.
+func TestCheckRejectsRuleAndReading(t *testing.T) {
+	rule, scope := "openai/insufficient_quota", "global"
+	v := Vector{Expect: Expect{
+		Action: "do_not_retry", Rule: &rule, Scope: &scope,
+		Quota: &ExpectQuota{Remaining: 3, ResetMS: 1000, Source: "ratelimit", Limit: 10},
+	}}
+	if err := v.Check(Got{Action: "do_not_retry", Rule: rule}); err != nil {
+		t.Fatalf("good decision rejected: %v", err)
+	}
+	if err := v.Check(Got{Action: "do_not_retry"}); err == nil {
+		t.Error("missing rule accepted")
+	}
+	good := GotReading{HasQuota: true, Remaining: 3, ResetIn: time.Second, Source: "ratelimit", Limit: 10, Scope: "global"}
+	if err := v.CheckReading(good); err != nil {
+		t.Fatalf("good reading rejected: %v", err)
+	}
+	for name, mut := range map[string]func(*GotReading){
+		"no quota":  func(g *GotReading) { g.HasQuota = false },
+		"remaining": func(g *GotReading) { g.Remaining = 4 },
+		"reset":     func(g *GotReading) { g.ResetIn = 3 * time.Second },
+		"source":    func(g *GotReading) { g.Source = "x" },
+		"limit":     func(g *GotReading) { g.Limit = 0 },
+		"scope":     func(g *GotReading) { g.Scope = "user" },
+	} {
+		g := good
+		mut(&g)
+		if err := v.CheckReading(g); err == nil {
+			t.Errorf("%s: wrong reading accepted", name)
+		}
+	}
+	none := Vector{}
+	if err := none.CheckReading(GotReading{HasQuota: true}); err == nil {
+		t.Error("unexpected quota accepted")
+	}
+}

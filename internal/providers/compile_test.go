@@ -1,0 +1,240 @@
+package providers
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCompileErrorsHavePaths(t *testing.T) {
+	spec := EntrySpec{
+		Name:          "Bad Name",
+		Hosts:         []string{"ok.example", "not a host"},
+		RetryStatuses: []int{529, 42},
+		Hints: []HintSpec{
+			{Header: "Retry-After", Format: "fortnights"},
+			{Header: "X Bad"},
+			{Header: "A", Body: "b"},
+			{Body: "not..a.path"},
+			{Longest: []HintSpec{{Longest: []HintSpec{{Header: "A"}}}}},
+			{Header: "X", Format: "json_seconds"},
+		},
+		ShouldRetry: []string{"ok", "bad header"},
+		Quotas: []QuotaSpec{
+			{},
+			{Remaining: "R", Reset: "T", Format: "nope"},
+			{RemainingPrefix: "x-", ResetIn: 0},
+			{Header: "RateLimit", Format: "seconds"},
+		},
+		Scope: &ScopeSpec{},
+		Rules: []RuleSpec{
+			{Name: "ok", When: "status == 429", Action: "retry"},
+			{Name: "ok", When: "true", Action: "retry"},
+			{Name: "Bad", When: "true", Action: "maybe"},
+			{Name: "syntax", When: "status ==\n  429 &&", Action: "retry"},
+			{Name: "undeclared", When: "stauts == 429", Action: "retry"},
+			{Name: "not_bool", When: "status + 1", Action: "retry"},
+			{Name: "no_reason", When: "true", Action: "do_not_retry"},
+			{Name: "dnr_delay", When: "true", Action: "do_not_retry", Reason: "x", Delay: &DelaySpec{Expr: "1"}},
+			{Name: "two_delays", When: "true", Action: "retry", Delay: &DelaySpec{Expr: "1", Header: "X"}},
+			{Name: "bad_delay_type", When: "true", Action: "retry", Delay: &DelaySpec{Expr: `"soon"`}},
+			{Name: "bad_unit", When: "true", Action: "retry", Delay: &DelaySpec{Body: "a.b", Unit: "h"}},
+			{Name: "bad_status", Statuses: []int{700}, When: "true", Action: "retry"},
+			{Name: "empty_contains", BodyContains: []string{""}, When: "true", Action: "retry"},
+		},
+	}
+	e, errs := Compile(spec)
+	if e != nil {
+		t.Fatal("a bad spec compiled")
+	}
+	got := map[string]*SpecError{}
+	for _, se := range errs {
+		got[se.Path] = se
+	}
+	for _, path := range []string{
+		"name", "hosts[1]", "retry_statuses[1]", "hints[0].format", "hints[1].header", "hints[2]", "hints[3].body",
+		"hints[4].longest[0].longest", "hints[5].format", "should_retry[1]", "quotas[0]", "quotas[1].format",
+		"quotas[2].reset_in", "quotas[3].format", "scope", "rules[1].name", "rules[2].name", "rules[2].action",
+		"rules[3].when", "rules[4].when", "rules[5].when", "rules[6].reason", "rules[7].delay", "rules[8].delay",
+		"rules[9].delay.expr", "rules[10].delay.unit", "rules[11].statuses[0]", "rules[12].body_contains[0]",
+	} {
+		if got[path] == nil {
+			t.Errorf("no error at %s", path)
+		}
+	}
+	if len(got) != 28 {
+		for _, se := range errs {
+			t.Log(se)
+		}
+		t.Errorf("%d distinct error paths, want 28", len(got))
+	}
+	// CEL errors carry the position inside the expression (1-based).
+	if se := got["rules[3].when"]; se == nil || se.Line != 2 || se.Column < 1 {
+		t.Errorf("syntax error position: %+v", se)
+	}
+	if se := got["rules[4].when"]; se == nil || se.Line != 1 || se.Column != 1 || !strings.Contains(se.Msg, "stauts") {
+		t.Errorf("undeclared reference: %+v", se)
+	}
+	if se := got["rules[5].when"]; se == nil || !strings.Contains(se.Msg, "want bool") {
+		t.Errorf("type error: %+v", se)
+	}
+	if s := got["rules[4].when"].Error(); !strings.HasPrefix(s, "rules[4].when:1:1: ") {
+		t.Errorf("Error() = %q", s)
+	}
+	if s := got["name"].Error(); !strings.HasPrefix(s, "name: ") {
+		t.Errorf("Error() = %q", s)
+	}
+}
+
+func TestLoadCatalogErrors(t *testing.T) {
+	_, err := LoadCatalog([]byte("version: x\nproviders:\n  - name: a\n    hintz: []\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "hintz") {
+		t.Errorf("unknown field: %v", err)
+	}
+	_, err = LoadCatalog([]byte(`
+providers:
+  - name: a
+    hosts: [api.example.com]
+  - name: b
+    hosts: [API.example.com.]
+  - name: a
+  - name: c
+    rules:
+      - {name: r, when: "status ==", action: retry}
+`))
+	for _, want := range []string{`providers[1].hosts[0]: host "API.example.com." already belongs to "a"`, `providers[2].name: provider "a" is defined twice`, "providers[3].rules[0].when:1:"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not contain %q", err, want)
+		}
+	}
+}
+
+func TestCatalogWithLayers(t *testing.T) {
+	custom, errs := Compile(EntrySpec{Name: "github", Title: "GitHub Enterprise", Hints: []HintSpec{{Header: "X-Wait", Format: "seconds"}}})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	extra, errs := Compile(EntrySpec{Name: "acme", Hosts: []string{"api.acme.example"}})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	base := Builtin()
+	c := base.With(custom, extra)
+	if e, _ := c.Lookup("github"); e != custom {
+		t.Error("a layered entry does not replace the built-in one")
+	}
+	if e, _ := base.Lookup("github"); e == custom {
+		t.Error("With modified the base catalog")
+	}
+	if _, ok := c.Lookup("acme"); !ok || len(c.Names()) != len(base.Names())+1 || len(c.Entries()) != len(c.Names()) {
+		t.Errorf("names %v", c.Names())
+	}
+	if m := c.hostTable(); m.exact["api.acme.example"] != "acme" || m.exact["api.github.com"] != "" {
+		t.Errorf("layered hosts: %+v", m.exact)
+	}
+	hm, err := c.HostMap(map[string]string{"ghe.acme.example": "github"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{"API.acme.example": "acme", "ghe.acme.example": "github", "api.github.com": "", "api.openai.com": "openai"} {
+		if got, _ := hm.ProviderFor(host); got != want {
+			t.Errorf("ProviderFor(%q) = %q, want %q", host, got, want)
+		}
+	}
+	if _, err := c.HostMap(map[string]string{"x.example": "nope"}); err == nil {
+		t.Error("an override naming no entry was accepted")
+	}
+}
+
+// TestRuleCostLimitStopsHostileBodies: an expression whose cost grows with
+// the body stops at RuleCostLimit and does not match.
+func TestRuleCostLimitStopsHostileBodies(t *testing.T) {
+	e, errs := Compile(EntrySpec{Name: "t", Rules: []RuleSpec{{
+		Name: "quadratic", When: "body.l.all(x, body.l.all(y, x == y || true))", Action: "do_not_retry", Reason: "test",
+	}}})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	small := `{"l":[1,2,3]}`
+	big := `{"l":[` + strings.Repeat("1,", 3000) + `1]}`
+	read := func(body string) (Reading, Trace) {
+		return e.Explain(&Response{Status: 429, Header: http.Header{}, Body: []byte(body), Now: now})
+	}
+	if got, _ := read(small); got.Rule != "t/quadratic" {
+		t.Fatalf("small body: %+v", got)
+	}
+	got, tr := read(big)
+	if got.Rule != "" || len(tr.Rules) != 1 || !strings.Contains(tr.Rules[0].Err, "cost limit") {
+		t.Fatalf("big body: %+v, %+v", got, tr)
+	}
+}
+
+func TestRuleDelaySources(t *testing.T) {
+	e, errs := Compile(EntrySpec{Name: "t", Rules: []RuleSpec{
+		{Name: "hdr", When: `"x-wait" in headers`, Action: "retry", Delay: &DelaySpec{Header: "X-Wait", Format: "milliseconds"}},
+		{Name: "field", When: `has(body.wait_ms)`, Action: "retry", Delay: &DelaySpec{Body: "wait_ms", Unit: "ms"}},
+		{Name: "nested", When: `has(body.a)`, Action: "retry", Delay: &DelaySpec{Body: "a.b"}},
+		{Name: "dur", When: `method == "PUT"`, Action: "retry", Delay: &DelaySpec{Expr: `duration("1m30s")`}},
+		{Name: "neg", When: `status == 418`, Action: "retry", Delay: &DelaySpec{Expr: `-3`}},
+	}})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	cases := []struct {
+		status  int
+		method  string
+		headers []hdr
+		body    string
+		rule    string
+		hint    *Hint
+	}{
+		{429, "", []hdr{{"X-Wait", "250"}}, "", "t/hdr", &Hint{250 * time.Millisecond, "x-wait"}},
+		{429, "", []hdr{{"X-Wait", "soon"}}, "", "t/hdr", nil}, // matched; the delay is invalid: backoff
+		{429, "", nil, `{"wait_ms": 1500}`, "t/field", &Hint{1500 * time.Millisecond, "body:wait_ms"}},
+		{429, "", nil, `{"wait_ms": "1500"}`, "t/field", nil},
+		{429, "", nil, `{"a": {"b": 2.5}}`, "t/nested", &Hint{2500 * time.Millisecond, "body:a.b"}},
+		{429, "PUT", nil, "", "t/dur", &Hint{90 * time.Second, "rule:t/dur"}},
+		{418, "", nil, "", "t/neg", &Hint{0, "rule:t/neg"}},
+		{429, "GET", nil, "", "", nil},
+	}
+	for i, c := range cases {
+		r := response(c.status, c.headers, c.body)
+		r.Method = c.method
+		got := e.Read(r)
+		if got.Rule != c.rule || got.HasHint != (c.hint != nil) || (c.hint != nil && got.Hint != *c.hint) {
+			t.Errorf("case %d: %+v; want rule %q hint %+v", i, got, c.rule, c.hint)
+		}
+		if c.rule != "" && got.Verdict != VerdictRetry {
+			t.Errorf("case %d: verdict %v", i, got.Verdict)
+		}
+	}
+}
+
+// BenchmarkCompileEntry compiles one operator-sized entry (two hints, a
+// quota and two CEL rules) in the shared environment: a configuration with
+// 1,000 tenants each defining one provider compiles 1,000 of these.
+func BenchmarkCompileEntry(b *testing.B) {
+	if _, err := ruleEnv(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		spec := EntrySpec{
+			Name:   fmt.Sprintf("tenant-%d", i),
+			Hosts:  []string{fmt.Sprintf("api%d.example.com", i)},
+			Hints:  []HintSpec{{Header: "Retry-After"}, {Header: "X-Wait-Ms", Format: "milliseconds"}},
+			Quotas: []QuotaSpec{{Remaining: "X-Left", Reset: "X-Reset", Format: "unix_seconds"}},
+			Rules: []RuleSpec{
+				{Name: "billing", Statuses: []int{402, 429}, When: `body.error.code == "billing"`, Action: "do_not_retry", Reason: "billing"},
+				{Name: "busy", Statuses: []int{400}, When: `"x-busy" in headers && headers["x-busy"][0] == "1"`, Action: "retry", Delay: &DelaySpec{Expr: "5 * attempt"}},
+			},
+		}
+		if _, errs := Compile(spec); errs != nil {
+			b.Fatal(errs)
+		}
+	}
+}

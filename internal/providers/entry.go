@@ -1,0 +1,539 @@
+package providers
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Entry is a compiled catalog entry: a provider's hint readers, verdict
+// headers, quota signals, scope headers and rules. It implements HintReader
+// and BodyReader, is immutable, and is safe for concurrent use. Build one
+// with Compile or take one from a Catalog.
+type Entry struct {
+	spec     EntrySpec
+	name     string
+	hosts    []string
+	extra    []int
+	hints    []hintStep
+	verdicts []field
+	quotas   []quotaStep
+	scope    *scopeStep
+	rules    []*rule
+	// bodyFor[s] reports whether a response with status s needs the body.
+	bodyFor    [600]bool
+	bodyOthers bool // statuses outside 0-599
+}
+
+// hintKind is what a hint step reads.
+type hintKind int8
+
+const (
+	hintHeader hintKind = iota
+	hintRateLimitField
+	hintBodyField
+	hintGoogleRetryInfo
+	hintLongest
+)
+
+// hintStep is one compiled HintSpec.
+type hintStep struct {
+	kind     hintKind
+	f        field
+	format   valueFormat
+	path     []string // body field path
+	source   string
+	statuses []int
+	whenZero *field
+	longest  []hintStep
+	desc     string
+}
+
+// quotaKind is what a quota step reads.
+type quotaKind int8
+
+const (
+	quotaHeaders quotaKind = iota
+	quotaPrefix
+	quotaRateLimitField
+)
+
+// quotaStep is one compiled QuotaSpec.
+type quotaStep struct {
+	kind      quotaKind
+	remaining field
+	prefix    string // canonical prefix for quotaPrefix
+	reset     field
+	hasReset  bool
+	format    valueFormat
+	resetIn   time.Duration
+	limit     *field
+	header    field
+	policy    *field
+	desc      string
+}
+
+// scopeStep is a compiled ScopeSpec.
+type scopeStep struct {
+	header *field
+	global *field
+}
+
+// ruleAction is a rule's outcome.
+type ruleAction int8
+
+const (
+	actionRetry ruleAction = iota
+	actionDoNotRetry
+)
+
+// rule is one compiled RuleSpec.
+type rule struct {
+	name      string // "entry/rule"
+	statuses  []int
+	contains  [][]byte // BodyContains
+	when      *celProgram
+	action    ruleAction
+	reason    string
+	delay     *delayStep
+	needsBody bool
+}
+
+// delayStep is a compiled DelaySpec.
+type delayStep struct {
+	header *field
+	format valueFormat
+	path   []string
+	unit   time.Duration
+	expr   *celProgram
+	source string
+}
+
+// Name returns the entry's name, as used in policies.
+func (e *Entry) Name() string { return e.name }
+
+// Spec returns the declarative form the entry was compiled from. The
+// returned value shares slices with the entry: callers must not modify it.
+func (e *Entry) Spec() EntrySpec { return e.spec }
+
+// Hosts returns the host patterns the entry serves; callers must not modify
+// the slice.
+func (e *Entry) Hosts() []string { return e.hosts }
+
+// ExtraRetryableStatuses returns the statuses the entry adds to the policy's
+// retryable list; callers must not modify the slice.
+func (e *Entry) ExtraRetryableStatuses() []int { return e.extra }
+
+// NeedsBody reports whether Read looks at the body of a response with this
+// status: when a rule that applies to the status references body or
+// body_text, or, for error statuses (>= 400), when a hint step reads a body
+// field.
+func (e *Entry) NeedsBody(status int) bool {
+	if status >= 0 && status < len(e.bodyFor) {
+		return e.bodyFor[status]
+	}
+	return e.bodyOthers
+}
+
+// Read returns what the response says. The hint steps run in order (the
+// first valid hint wins), then the verdict headers (error statuses only),
+// the quota signals (the first that reads wins) and the scope headers; then
+// the rules that apply to the status are evaluated in order, and the first
+// that matches sets the verdict, possibly the hint, and Reading.Rule. A nil
+// response gives an empty Reading.
+func (e *Entry) Read(r *Response) Reading {
+	var out Reading
+	if r != nil {
+		e.read(r, &out, nil)
+	}
+	return out
+}
+
+// Trace says which part of an entry produced each part of a Reading, for
+// `broker providers test`.
+type Trace struct {
+	// Hint describes the hint step that produced the hint; empty without.
+	Hint string
+	// Verdict describes the header that gave the verdict; empty when none
+	// did (a rule's verdict is in Rules).
+	Verdict string
+	// Quota describes the quota step that read the quota; empty without.
+	Quota string
+	// Rules lists the rules that were evaluated, in order.
+	Rules []RuleTrace
+}
+
+// RuleTrace is one rule evaluation.
+type RuleTrace struct {
+	// Name is "entry/rule".
+	Name string
+	// Matched reports whether the condition held.
+	Matched bool
+	// Err is the evaluation error, if any (the rule then does not match),
+	// or why a matching rule's delay could not be computed.
+	Err string
+}
+
+// Explain reads the response like Read and also says where each part of
+// the Reading came from.
+func (e *Entry) Explain(r *Response) (Reading, Trace) {
+	var out Reading
+	var tr Trace
+	if r != nil {
+		e.read(r, &out, &tr)
+	}
+	return out, tr
+}
+
+func (e *Entry) read(r *Response, out *Reading, tr *Trace) {
+	for i := range e.hints {
+		if h, ok := e.hints[i].read(r); ok {
+			out.Hint, out.HasHint = h, true
+			if tr != nil && tr.Hint == "" {
+				tr.Hint = e.hints[i].desc
+			}
+			break
+		}
+	}
+	if r.Status >= 400 {
+		for _, f := range e.verdicts {
+			if v, ok := single(r.Header, f.key); ok {
+				switch trimOWS(v) {
+				case "true":
+					out.Verdict = VerdictRetry
+				case "false":
+					out.Verdict = VerdictDoNotRetry
+				}
+				if out.Verdict != VerdictNone {
+					if tr != nil {
+						tr.Verdict = "should_retry " + f.source + ": " + out.Verdict.String()
+					}
+					break
+				}
+			}
+		}
+	}
+	for i := range e.quotas {
+		if q, ok := e.quotas[i].read(r); ok {
+			out.Quota, out.HasQuota = q, true
+			if tr != nil {
+				tr.Quota = e.quotas[i].desc
+			}
+			break
+		}
+	}
+	if e.scope != nil {
+		out.Scope = e.scope.read(r.Header)
+	}
+	if len(e.rules) > 0 {
+		e.applyRules(r, out, tr)
+	}
+}
+
+func (e *Entry) applyRules(r *Response, out *Reading, tr *Trace) {
+	var in *ruleInput
+	for _, ru := range e.rules {
+		if !statusIn(r.Status, ru.statuses) || !containsAny(r.Body, ru.contains) {
+			continue
+		}
+		if in == nil {
+			in = &ruleInput{r: r}
+		}
+		matched, err := ru.when.evalBool(in)
+		rt := RuleTrace{Name: ru.name, Matched: matched}
+		if err != nil {
+			rt.Err = err.Error()
+		}
+		if !matched {
+			if tr != nil {
+				tr.Rules = append(tr.Rules, rt)
+			}
+			continue
+		}
+		out.Rule = ru.name
+		switch ru.action {
+		case actionDoNotRetry:
+			out.Verdict = VerdictDoNotRetry
+		case actionRetry:
+			out.Verdict = VerdictRetry
+			if ru.delay != nil {
+				h, err := ru.delay.eval(in)
+				if err != nil {
+					rt.Err = "delay: " + err.Error()
+				} else {
+					out.Hint, out.HasHint = h, true
+					if tr != nil {
+						tr.Hint = "rule " + ru.name
+					}
+				}
+			}
+		}
+		if tr != nil {
+			tr.Rules = append(tr.Rules, rt)
+		}
+		return
+	}
+}
+
+// containsAny reports whether body contains one of subs; no subs means
+// yes.
+func containsAny(body []byte, subs [][]byte) bool {
+	if len(subs) == 0 {
+		return true
+	}
+	for _, s := range subs {
+		if bytes.Contains(body, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func statusIn(status int, statuses []int) bool {
+	if len(statuses) == 0 {
+		return true
+	}
+	for _, s := range statuses {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+// read runs one hint step.
+func (s *hintStep) read(r *Response) (Hint, bool) {
+	if !statusIn(r.Status, s.statuses) {
+		return Hint{}, false
+	}
+	if s.whenZero != nil && !isZero(r.Header, *s.whenZero) {
+		return Hint{}, false
+	}
+	switch s.kind {
+	case hintHeader:
+		return headerHint(r, s.f, s.format)
+	case hintRateLimitField:
+		lines := r.Header[s.f.key]
+		if len(lines) == 0 {
+			return Hint{}, false
+		}
+		d, ok := RateLimitDelay(lines)
+		return Hint{Delay: d, Source: s.f.source}, ok
+	case hintBodyField:
+		if r.Status < 400 || len(r.Body) == 0 {
+			return Hint{}, false
+		}
+		raw, ok := lookupJSONPath(parseJSONBody(r.Body), s.path)
+		if !ok {
+			return Hint{}, false
+		}
+		d, err := jsonSeconds(raw, time.Second)
+		return Hint{Delay: d, Source: s.source}, err == nil
+	case hintGoogleRetryInfo:
+		if r.Status < 400 {
+			return Hint{}, false
+		}
+		d, ok := ParseGoogleRetryInfo(r.Body)
+		return Hint{Delay: d, Source: s.source}, ok
+	case hintLongest:
+		var best Hint
+		found := false
+		for i := range s.longest {
+			if h, ok := s.longest[i].read(r); ok && (!found || h.Delay > best.Delay) {
+				best, found = h, true
+			}
+		}
+		return best, found
+	}
+	return Hint{}, false
+}
+
+// Errors of rule delays, reported by Explain.
+var (
+	errNotNumber = errors.New("value is not a non-negative JSON number")
+	errNoHeader  = errors.New("header absent or invalid")
+	errNoField   = errors.New("body field absent")
+)
+
+// jsonSeconds converts a raw JSON number of units (seconds or
+// milliseconds) to a delay, exactly to the nanosecond for seconds (see
+// parseJSONSeconds). Negative numbers and other JSON types are errors.
+func jsonSeconds(raw []byte, unit time.Duration) (time.Duration, error) {
+	d, ok := parseJSONSeconds(raw)
+	if !ok {
+		return 0, errNotNumber
+	}
+	if unit == time.Millisecond {
+		return d / 1000, nil
+	}
+	return d, nil
+}
+
+// read runs one quota step.
+func (q *quotaStep) read(r *Response) (Quota, bool) {
+	var out Quota
+	var ok bool
+	switch q.kind {
+	case quotaHeaders:
+		if q.hasReset {
+			out, ok = quota(r, q.remaining, q.reset, q.format)
+		} else {
+			var v string
+			if v, ok = single(r.Header, q.remaining.key); ok {
+				out.Remaining, ok = ParseCount(v)
+				out.Reset, out.Source = r.Now.Add(q.resetIn), q.remaining.source
+			}
+		}
+	case quotaPrefix:
+		out, ok = q.readPrefix(r)
+	case quotaRateLimitField:
+		out, ok = q.readRateLimit(r)
+	}
+	if !ok || out.Reset.IsZero() {
+		return Quota{}, false
+	}
+	if q.limit != nil {
+		if v, ok := single(r.Header, q.limit.key); ok {
+			if n, ok := ParseCount(v); ok {
+				out.Limit = n
+			}
+		}
+	}
+	return out, true
+}
+
+// readPrefix reads the smallest count among headers starting with the
+// prefix. Headers that are not a single count (Azure's
+// x-ms-ratelimit-remaining-resource lists "name;count" pairs) are skipped.
+func (q *quotaStep) readPrefix(r *Response) (Quota, bool) {
+	var out Quota
+	found := false
+	for k, vs := range r.Header {
+		if len(k) < len(q.prefix) || !strings.EqualFold(k[:len(q.prefix)], q.prefix) || len(vs) != 1 {
+			continue
+		}
+		n, ok := ParseCount(vs[0])
+		if !ok {
+			continue
+		}
+		src := lowerASCII(k)
+		// The smallest count wins; among equal counts the first name in
+		// sorted order, so the result does not depend on map order.
+		if !found || n < out.Remaining || (n == out.Remaining && src < out.Source) {
+			out.Remaining, out.Source, found = n, src, true
+		}
+	}
+	if !found {
+		return Quota{}, false
+	}
+	out.Reset = r.Now.Add(q.resetIn)
+	return out, true
+}
+
+// readRateLimit reads an IETF RateLimit field as a quota: the most
+// constraining item (the smallest remaining count; on a tie the latest
+// reset) among items counted in requests. RateLimit-Policy, when present and
+// valid, says each policy's quota unit ("qu"; items of a policy counted in
+// another unit, such as content-bytes, are skipped), its window ("w",
+// used as the reset of an item without "t") and its quota ("q", reported as
+// Limit).
+func (q *quotaStep) readRateLimit(r *Response) (Quota, bool) {
+	lines := r.Header[q.header.key]
+	if len(lines) == 0 {
+		return Quota{}, false
+	}
+	items, ok := ParseRateLimit(lines)
+	if !ok {
+		return Quota{}, false
+	}
+	var policies []RateLimitPolicy
+	if q.policy != nil {
+		policies, _ = ParseRateLimitPolicy(r.Header[q.policy.key])
+	}
+	var out Quota
+	found := false
+	for _, it := range items {
+		if !it.HasRemaining {
+			continue
+		}
+		pol, hasPol := findPolicy(policies, it.Name)
+		if hasPol && !pol.CountsRequests() {
+			continue
+		}
+		var reset time.Duration
+		switch {
+		case it.HasReset:
+			reset = it.Reset
+		case hasPol && pol.HasWindow:
+			reset = pol.Window
+		default:
+			continue
+		}
+		at := r.Now.Add(reset)
+		if !found || it.Remaining < out.Remaining || (it.Remaining == out.Remaining && at.After(out.Reset)) {
+			out = Quota{Remaining: it.Remaining, Reset: at, Source: q.header.source}
+			if hasPol {
+				out.Limit = pol.Quota
+			}
+			found = true
+		}
+	}
+	return out, found
+}
+
+func findPolicy(ps []RateLimitPolicy, name string) (RateLimitPolicy, bool) {
+	for _, p := range ps {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return RateLimitPolicy{}, false
+}
+
+// read returns the scope: the scope header's value in lower case, or
+// ScopeGlobal when the global header says "true" (it wins).
+func (s *scopeStep) read(h http.Header) string {
+	if s.global != nil {
+		if v, ok := single(h, s.global.key); ok && strings.EqualFold(trimOWS(v), "true") {
+			return ScopeGlobal
+		}
+	}
+	if s.header != nil {
+		if v, ok := single(h, s.header.key); ok {
+			if v = trimOWS(v); v != "" && len(v) <= 32 {
+				return lowerASCII(v)
+			}
+		}
+	}
+	return ""
+}
+
+// eval computes a rule's delay.
+func (d *delayStep) eval(in *ruleInput) (Hint, error) {
+	switch {
+	case d.header != nil:
+		h, ok := headerHint(in.r, *d.header, d.format)
+		if !ok {
+			return Hint{}, errNoHeader
+		}
+		return h, nil
+	case d.path != nil:
+		raw, ok := lookupJSONPath(in.parsedBody(), d.path)
+		if !ok {
+			return Hint{}, errNoField
+		}
+		delay, err := jsonSeconds(raw, d.unit)
+		if err != nil {
+			return Hint{}, err
+		}
+		return Hint{Delay: delay, Source: d.source}, nil
+	default:
+		delay, err := d.expr.evalDelay(in)
+		if err != nil {
+			return Hint{}, err
+		}
+		return Hint{Delay: delay, Source: d.source}, nil
+	}
+}
