@@ -316,7 +316,10 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	} else {
 		at.resp = resp
 		at.rec.Status = resp.StatusCode
-		if resp.StatusCode >= 400 {
+		// Error bodies, and the bodies the provider's rules read on other
+		// statuses (Shopify throttles inside a 200), are peeked for hints;
+		// the final body is what was peeked plus the rest.
+		if resp.StatusCode >= 400 || providers.NeedsBody(c.Reader, resp.StatusCode) {
 			at.peek, at.peekErr = io.ReadAll(io.LimitReader(resp.Body, min(r.hintPeek, s.maxBody+1)))
 		}
 		at.in.Response = &providers.Response{Status: resp.StatusCode, Header: resp.Header, Body: at.peek, Now: now}

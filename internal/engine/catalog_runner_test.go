@@ -10,9 +10,9 @@ import (
 
 // TestRunCatalogSignals runs catalog rules end to end through Execute's
 // attempt loop against a loopback upstream, for the signals that arrive in
-// error responses (the runner peeks at error bodies). Shopify's THROTTLED
-// arrives in a 200: it needs the runner to peek when the reader's
-// NeedsBody(200) says so, which the runner's owner wires.
+// error responses (the runner peeks at error bodies) and for Shopify's
+// THROTTLED, which arrives in a 200 (the runner peeks there because the
+// reader's NeedsBody(200) says so).
 func TestRunCatalogSignals(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -38,6 +38,12 @@ func TestRunCatalogSignals(t *testing.T) {
 			name: "github secondary limit waits a minute", provider: "github",
 			first:    reply{status: 403, kv: []string{"Content-Type", "application/json", "x-ratelimit-remaining", "4990"}, body: `{"message":"You have exceeded a secondary rate limit."}`},
 			attempts: 2, outcome: engine.OutcomeSuccess, rule: "github/secondary_rate_limit", sleeps: []time.Duration{time.Minute},
+		},
+		{
+			name: "shopify throttling inside a 200 waits the exact delay", provider: "shopify",
+			first: reply{status: 200, kv: []string{"Content-Type", "application/json"}, body: `{"errors":[{"message":"Throttled","extensions":{"code":"THROTTLED"}}],` +
+				`"extensions":{"cost":{"requestedQueryCost":752,"actualQueryCost":null,"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":666,"restoreRate":50.0}}}}`},
+			attempts: 2, outcome: engine.OutcomeSuccess, rule: "shopify/graphql_throttled", sleeps: []time.Duration{1720 * time.Millisecond},
 		},
 		{
 			name: "x-should-retry false stops a 503", provider: "anthropic",

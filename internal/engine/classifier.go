@@ -40,6 +40,11 @@ type assessment struct {
 // shape its own decision but never shared state.
 func (c *Classifier) assess(p *Policy, in *Input, now time.Time) assessment {
 	var reading providers.Reading
+	if in.Response != nil {
+		// Catalog rules see the request's method and the attempt number
+		// (GitHub's secondary limits wait longer on repeats).
+		in.Response.Method, in.Response.Attempt = in.Method, max(in.Attempt, 1)
+	}
 	if in.Transport == TransportNone && in.Response != nil && in.Reading == nil {
 		reader := in.Reader
 		if reader == nil {

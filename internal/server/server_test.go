@@ -69,9 +69,11 @@ func vectorRequest(t *testing.T, v *vectors.Vector) *rbv1.ClassifyResponseReques
 	return req
 }
 
+// TestConformanceVectorsOverGRPC runs every vector (the shared ones and the
+// provider catalog's) through ClassifyResponse over gRPC.
 func TestConformanceVectorsOverGRPC(t *testing.T) {
 	client := startBroker(t)
-	vs, err := vectors.Load()
+	vs, err := vectors.LoadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,7 @@ func TestConformanceVectorsOverGRPC(t *testing.T) {
 				Reason:     d.GetReason().String(),
 				Hint:       d.GetHint().AsDuration(),
 				HasHint:    d.GetHint() != nil,
+				Rule:       d.GetRule(),
 			}
 			if err := v.Check(got); err != nil {
 				t.Error(err)
