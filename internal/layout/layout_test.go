@@ -22,7 +22,8 @@ var rules = []rule{
 	{[]string{"internal/auth"}, []string{"internal/server"}, "identity is checked before the gRPC layer sees a call"},
 	{
 		[]string{"internal/engine", "internal/store", "internal/egress", "internal/tenant", "internal/providers"},
-		[]string{"gen/"}, "the core knows nothing of the wire contract",
+		[]string{"gen/"},
+		"the core knows nothing of the wire contract",
 	},
 	{[]string{"internal/engine", "internal/providers", "internal/store", "internal/egress"}, []string{"google.golang.org/grpc"}, "the core knows nothing of gRPC"},
 	{[]string{"internal/providers"}, []string{"internal/engine", "internal/store", "internal/tenant", "internal/config"}, "hint readers know nothing of policies"},

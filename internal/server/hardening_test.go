@@ -38,11 +38,11 @@ type rawBytes []byte
 type rawClientCodec struct{}
 
 func (rawClientCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*(v.(*rawBytes)))}, nil
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*rawBytes))}, nil
 }
 
 func (rawClientCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	*(v.(*rawBytes)) = data.Materialize()
+	*v.(*rawBytes) = data.Materialize()
 	return nil
 }
 
@@ -154,9 +154,11 @@ func TestRequestsBoundedPerRPC(t *testing.T) {
 		{"invalid UTF-8 method", classify, invalidUTF8, codes.InvalidArgument, "not a valid"},
 		{"truncated varint", classify, []byte{0x20, 0xff}, codes.InvalidArgument, "not a valid"},
 		{"execute truncated", rbv1.BrokerService_Execute_FullMethodName, []byte{0x0a, 0x10, 0x01}, codes.InvalidArgument, "not a valid"},
-		{"execute nested headers", rbv1.BrokerService_Execute_FullMethodName,
+		{
+			"execute nested headers", rbv1.BrokerService_Execute_FullMethodName,
 			append(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendBytes(nil, emptyHeaders(3, 1000))...),
-			codes.InvalidArgument, "too many headers"},
+			codes.InvalidArgument, "too many headers",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := invokeRaw(ctx, conn, tc.method, tc.msg)
