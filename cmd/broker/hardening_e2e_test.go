@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
@@ -172,3 +177,77 @@ func TestRealWiringUnderConcurrency(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestUnauthenticatedFloodCostsLittleMemory (issue #9, defect 3, measured on
+// a real broker process): 8 concurrent unauthenticated 10 MiB
+// ClassifyResponse messages made of empty header entries. Before identity
+// was checked ahead of decoding, four of them took the broker from 19 to
+// 1,581 MiB. The peak RSS growth must stay within 128 MiB.
+func TestUnauthenticatedFloodCostsLittleMemory(t *testing.T) {
+	p := startProc(t, "--config", "../../testdata/config/two-tenants.yaml")
+	before, err := procStatusKiB(p.cmd.Process.Pid, "VmRSS:")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	msg := make([]byte, 0, 10<<20)
+	for len(msg) < 10<<20 {
+		msg = append(msg, 0x2a, 0x00) // headers (field 5), an empty entry
+	}
+	var wg sync.WaitGroup
+	codes := make([]string, 8)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in, out := rawMsg(msg), rawMsg(nil)
+			err := p.conn.Invoke(context.Background(), rbv1.BrokerService_ClassifyResponse_FullMethodName, &in, &out,
+				grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20))
+			codes[i] = status.Code(err).String()
+		}()
+	}
+	wg.Wait()
+	peak, err := procStatusKiB(p.cmd.Process.Pid, "VmHWM:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range codes {
+		if c != "Unauthenticated" {
+			t.Errorf("call %d answered %s", i, c)
+		}
+	}
+	growth := (peak - before) >> 10
+	t.Logf("RSS %d MiB before, peak %d MiB after 8 concurrent unauthenticated 10 MiB messages: growth %d MiB (target <= 128)", before>>10, peak>>10, growth)
+	if growth > 128 {
+		t.Errorf("peak RSS grew by %d MiB", growth)
+	}
+}
+
+// procStatusKiB reads a "VmXxx:" line of /proc/PID/status, in KiB.
+func procStatusKiB(pid int, field string) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
+}
+
+// rawMsg is a message sent as is by rawCodec.
+type rawMsg []byte
+
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*(v.(*rawMsg)))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*(v.(*rawMsg)) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
