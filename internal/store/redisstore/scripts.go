@@ -346,12 +346,15 @@ if brk_on and s.bo > 0 then
   for_b = true -- half open
 end
 local learn = learn_on and not known -- an announced quota takes precedence
+local epoch_started = false -- the learned state is written whole, else only lx and la
 if learn then
   if not s.learn then
     s.le, s.lp, s.lk, s.lL, s.la, s.ln, s.ld = math.max(now, s.last + 1), 0, false, 0, 0, 0, false
+    epoch_started = true
   elseif s.ld then
     s.lp, s.le = s.le, math.max(now, s.le + 1)
     s.lk, s.lL, s.la, s.ln, s.ld = true, math.max(s.la - s.ln, 0), 0, 0, false
+    epoch_started = true
   end
   s.learn, s.lx = true, now + tonumber(ARGV[10])
   for_l = s.lk and s.la >= s.lL
@@ -363,7 +366,11 @@ local probe = for_b or for_l
 -- attempt's other writes live.
 local function finish(free)
   if dirty then
-    if learn then learn_write(KEYS[6], s) end
+    if epoch_started then
+      learn_write(KEYS[6], s)
+    elseif learn then
+      redis.call('HSET', KEYS[6], 'la', fmt(s.la), 'lx', fmt(s.lx))
+    end
     free = math.max(free, state_keep(KEYS[6], s, now, margin))
   end
   if free > 0 then
@@ -413,12 +420,15 @@ if probe then
   registered, dirty = 1, true
 end
 if brk_on then
+  local bx = s.bx -- 0: no live breaker (its stale fields are overwritten)
   brk_bump(KEYS[6], s, now, brk_w, 1, 0)
   if for_b then
     -- A half-open breaker outlives its probe as it outlives its open time.
     s.bx = math.max(s.bx, s.px + s.br)
   end
-  brk_write(KEYS[6], s)
+  if bx == 0 or s.bx ~= bx then
+    brk_write(KEYS[6], s)
+  end
   dirty = true
 end
 finish(free)
