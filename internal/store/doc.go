@@ -113,7 +113,9 @@
 //     not accepted); a probe whose ticket expires frees the slot, and its
 //     late result no longer counts as the probe's.
 //   - Learned state is forgotten after [LearningConfig.Expiry] without a
-//     learning Admit on the gate (a held Admit counts).
+//     learning Admit on the gate (a held Admit counts). For an epoch that a
+//     refusal ended, the idle time runs from the gate's reopening, so a
+//     close longer than the idle expiry does not forget L.
 //
 // So after the first epoch a window costs at most one refusal per gate, and
 // when the gate reopens at most L held calls go, never before the gate's

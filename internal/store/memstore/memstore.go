@@ -216,7 +216,7 @@ func (s *Store) Complete(_ context.Context, req store.CompleteRequest) (store.Co
 	s.maybeSweep(now)
 
 	res := store.CompleteResult{RetryAllowed: true}
-	st := s.settle(req.Gate, req.Ticket, req.Obs, req.Result, req.Breaker, false, now, bound(now, req.MaxGate))
+	st := s.settle(req.Gate, req.Ticket, req.Obs, req.Result, req.Learning, req.Breaker, false, now, bound(now, req.MaxGate))
 	res.GateClosedUntil, res.BreakerOpenUntil = st.ClosedUntil, st.BreakerOpenUntil
 	if req.SpendRetry && !req.Budget.Unlimited() {
 		w := req.Budget.WindowSeconds()
@@ -240,7 +240,7 @@ func (s *Store) Observe(_ context.Context, req store.ObserveRequest) (store.Gate
 		return store.GateStatus{}, fmt.Errorf("memstore: observe: %w", store.ErrClosed)
 	}
 	s.maybeSweep(n)
-	return s.settle(req.Gate, store.Ticket{}, req.Obs, req.Result, req.Breaker, true, n, bound(n, req.MaxGate)), nil
+	return s.settle(req.Gate, store.Ticket{}, req.Obs, req.Result, req.Learning, req.Breaker, true, n, bound(n, req.MaxGate)), nil
 }
 
 // GateState implements store.Store. It never blocks and ignores ctx.
@@ -278,7 +278,7 @@ func (s *Store) Close() error {
 // limit (µs), and feeds result to the probe slot, the learned quota and
 // the breaker. It returns the gate's state afterwards. s.mu must be held.
 func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observation, result store.Result,
-	bc store.BreakerConfig, observed bool, now, limit int64,
+	lc store.LearningConfig, bc store.BreakerConfig, observed bool, now, limit int64,
 ) store.GateStatus {
 	g := s.lookup(key)
 	var cur int64
@@ -323,6 +323,11 @@ func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observa
 
 	if l := g.learningAt(now); l != nil {
 		l.settle(ticket.Epoch, result, pr.id != "" && pr.forLearning && pr.epoch == ticket.Epoch)
+		if l.ended {
+			// The idle time of an ended epoch runs from the reopening:
+			// a long close does not forget what the next epoch needs.
+			l.expires = max(l.expires, g.closedUntil+int64(lc.Expiry()/time.Microsecond))
+		}
 	}
 	s.feedBreaker(key, g, pr.id != "" && pr.forBreaker, result, bc.Normalized(), observed, now, limit)
 

@@ -50,7 +50,7 @@
 // lk, "1" once L is known (a reopen epoch); lL, L; la, the calls admitted
 // in the epoch; ln, those not accepted; ld, "1" once a refusal ended it;
 // lx, when it is forgotten (Unix µs: the last learning Admit plus the idle
-// expiry). Probe slot: pi, the probe's ticket id; px, when its registration
+// expiry, or for an ended epoch the gate's reopening plus it). Probe slot: pi, the probe's ticket id; px, when its registration
 // ends (Unix µs); pe, its epoch; pl and pb, "1" when it probes for the
 // learned quota and for the breaker. Breaker: bo, open until (Unix µs; 0
 // closed, past = half open); bk, failed probes since it last closed; br, how

@@ -305,7 +305,7 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 // Complete implements store.Store in one script call.
 func (s *Store) Complete(ctx context.Context, req store.CompleteRequest) (store.CompleteResult, error) {
 	return s.complete(ctx, "complete", settlement{
-		gate: req.Gate, ticket: req.Ticket, obs: req.Obs, result: req.Result, breaker: req.Breaker,
+		gate: req.Gate, ticket: req.Ticket, obs: req.Obs, result: req.Result, learning: req.Learning, breaker: req.Breaker,
 		spend: req.SpendRetry, budget: req.Budget, now: micros(req.Now), maxGate: req.MaxGate,
 	})
 }
@@ -313,7 +313,7 @@ func (s *Store) Complete(ctx context.Context, req store.CompleteRequest) (store.
 // Observe implements store.Store in one script call.
 func (s *Store) Observe(ctx context.Context, req store.ObserveRequest) (store.GateStatus, error) {
 	r, err := s.complete(ctx, "observe", settlement{
-		gate: req.Gate, obs: req.Obs, result: req.Result, breaker: req.Breaker, observed: true,
+		gate: req.Gate, obs: req.Obs, result: req.Result, learning: req.Learning, breaker: req.Breaker, observed: true,
 		now: micros(req.Now), maxGate: req.MaxGate,
 	})
 	return store.GateStatus{ClosedUntil: r.GateClosedUntil, BreakerOpenUntil: r.BreakerOpenUntil}, err
@@ -326,6 +326,7 @@ type settlement struct {
 	ticket   store.Ticket
 	obs      store.Observation
 	result   store.Result
+	learning store.LearningConfig
 	breaker  store.BreakerConfig
 	observed bool
 	spend    bool
@@ -360,7 +361,7 @@ func (s *Store) complete(ctx context.Context, op string, st settlement) (store.C
 		st.ticket.Epoch, int(st.result), flag(st.observed),
 	}
 	args = append(args, breakerArgs(st.breaker)...)
-	args = append(args, limit, s.maxGates, s.keys.member(g))
+	args = append(args, limit, s.maxGates, s.keys.member(g), int64(st.learning.Expiry()/time.Microsecond))
 	res, err := completeScript.Run(ctx, s.client,
 		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant), s.keys.quota(g), s.keys.state(g), s.keys.index(g.Tenant)},
 		args...,

@@ -453,7 +453,7 @@ return {0, 0, wait, registered, p, epoch}
 // '0'), 16 breaker ('1' or '0'), 17 breaker window s, 18 breaker min
 // calls, 19 breaker failure ratio, 20 breaker open for µs, 21 breaker max
 // open µs, 22 gate bound µs (now + max gate), 23 gates per tenant,
-// 24 index member.
+// 24 index member, 25 learning idle expiry µs.
 // Returns {closed until µs (0 = open), retry allowed (1 or 0), breaker
 // open until µs (0 = not open)}.
 var completeScript = redis.NewScript(luaHelpers + `
@@ -506,9 +506,17 @@ if ticket ~= '' and s.pi == ticket then
   probe_clear(KEYS[5], s)
   dirty = true
 end
-if s.learn and learn_settle(s, epoch, result, pr_l) then
-  learn_write(KEYS[5], s)
-  dirty = true
+if s.learn then
+  local changed = learn_settle(s, epoch, result, pr_l)
+  if s.ld and target + tonumber(ARGV[25]) > s.lx then
+    -- The idle time of an ended epoch runs from the reopening: a long
+    -- close does not forget what the next epoch needs.
+    s.lx, changed = target + tonumber(ARGV[25]), true
+  end
+  if changed then
+    learn_write(KEYS[5], s)
+    dirty = true
+  end
 end
 local open_for, max_open = tonumber(ARGV[20]), tonumber(ARGV[21])
 if s.bo > 0 then

@@ -371,6 +371,21 @@ func testLearnIdleExpiry(t *testing.T, s store.Store) {
 	if epoch == a1.Ticket.Epoch {
 		t.Fatal("the fresh epoch reuses the forgotten epoch's id")
 	}
+	// A refusal that closes the gate longer than the idle expiry keeps L:
+	// the idle time of the ended epoch runs from the reopening.
+	long := store.GateKey{Tenant: "acme", Scope: "long-close"}
+	lreq2 := func(now time.Time) store.AdmitRequest { return store.AdmitRequest{Gate: long, Learning: cfg, Now: now} }
+	c1 := admit(t, s, lreq2(T0))
+	admit(t, s, lreq2(T0))
+	hours := T0.Add(3 * time.Hour)
+	r = complete(t, s, store.CompleteRequest{Gate: long, Ticket: c1.Ticket, Result: store.ResultRefused, Learning: cfg, Obs: store.Observation{CloseUntil: hours}, Now: T0})
+	wantTime(t, "a refusal closing for 3 h", r.GateClosedUntil, hours)
+	later := hours.Add(time.Minute - time.Microsecond)
+	if a := admit(t, s, lreq2(later)); !a.Admitted() || a.Probe || a.Ticket.Epoch == c1.Ticket.Epoch {
+		t.Fatalf("first Admit after a 3 h close = %+v, want admitted within L = 1, in a new epoch", a)
+	}
+	mustProbe(t, s, lreq2(later))
+
 	// The idle expiry counts from the last Admit: 59 s on, L still holds.
 	g := store.GateKey{Tenant: "acme", Scope: "busy"}
 	breq := func(now time.Time) store.AdmitRequest { return store.AdmitRequest{Gate: g, Learning: cfg, Now: now} }
