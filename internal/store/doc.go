@@ -72,4 +72,107 @@
 // reset already passed clears it. Once its reset passes, the known quota is
 // ignored and calls are admitted freely until the next response reports
 // one. [Observation.HasQuota] gives the details.
+//
+// # Learned quotas
+//
+// Providers that announce nothing until they refuse (Retry-After only)
+// would let every call in flight when the first refusal arrives be refused
+// too. For a gate without a live known quota, and for requests with
+// [LearningConfig.Enabled], the store learns how many calls a window
+// admits. A gate with a live announced quota keeps the rules above and
+// ignores learning (its attempts carry no epoch).
+//
+//   - An epoch starts at the first learning Admit on a gate ("fresh": nothing
+//     is known) and again at the first Admit after the gate reopens following
+//     a refusal ("reopen"). Every attempt admitted in it carries its id in
+//     [Ticket.Epoch] (registered or not). Ids are distinct per gate, even
+//     after learned state was forgotten.
+//   - The store counts, per epoch, the calls admitted (probes included) and
+//     those not accepted: results [ResultRefused] and [ResultFailed]
+//     completed with a ticket of that epoch. [ResultNone] gives its share
+//     back (admitted − 1). [ResultAccepted] counts only for the probe.
+//   - A refusal ends the current epoch: Result Refused with the current
+//     epoch, or with none (Observe, a policy with learning off). A refusal
+//     from an earlier epoch (a late answer from an earlier window) closes the
+//     gate by its hint as usual but does not end the current epoch.
+//   - At the start of a reopen epoch, the learned quota becomes L = admitted −
+//     not accepted of the ended epoch, computed then, when its calls have
+//     come back; a call still out counts as accepted. After an epoch that
+//     began at a reopening, L is exact; after a fresh one it is a floor.
+//     Either way the epoch admits its first L calls freely (unregistered).
+//     A late result of the epoch before (anything but accepted) lowers L by
+//     one, as it would have had it come back in time; results of older
+//     epochs change nothing.
+//   - Beyond L, at most one unproven call is in flight: the probe
+//     ([Admission.Probe]), registered with a ticket that lives the ticket TTL.
+//     While it is out, Admit answers [Admission.Held] with HeldFor, a short
+//     poll (at most 100 ms, and never beyond the probe's registration). An
+//     accepted probe raises L by one and frees the slot at once, so the next
+//     call probes; a refused probe closes the gate with its hint and ends the
+//     epoch; a failed or unsent probe frees the slot (a failed one counts as
+//     not accepted); a probe whose ticket expires frees the slot, and its
+//     late result no longer counts as the probe's.
+//   - Learned state is forgotten after [LearningConfig.Expiry] without a
+//     learning Admit on the gate (a held Admit counts). For an epoch that a
+//     refusal ended, the idle time runs from the gate's reopening, so a
+//     close longer than the idle expiry does not forget L.
+//
+// So after the first epoch a window costs at most one refusal per gate, and
+// when the gate reopens at most L held calls go, never before the gate's
+// closed-until time. A shrinking quota shows up as an earlier refusal, which
+// lowers L at the next epoch. An epoch lasts until a refusal: on a gate that
+// is never refused again, calls beyond L go one at a time, each as a probe
+// that raises L.
+//
+// # Failure breaker
+//
+// For requests with [BreakerConfig.Enabled] (its Normalized values apply),
+// each gate counts calls and failures over a sliding window of
+// WindowSeconds one-second buckets: every attempt Admit admits is a call;
+// [ResultFailed] at Complete is a failure. Observe, whose callers are not
+// admitted, counts every answer but [ResultNone] as a call, and a failure as
+// a failure.
+//
+//   - After a failure, when calls ≥ MinCalls and failures ≥ FailureRatio ×
+//     calls, the breaker opens until now + OpenFor × 2^k (k = failed probes
+//     since it last closed), at most MaxOpen and never past the gate bound
+//     (now + max gate). While open, Admit answers [Admission.BreakerOpenUntil]
+//     (the gate's own closed time comes first), counting, reserving and
+//     registering nothing; GateState, Observe and Complete report it in
+//     BreakerOpenUntil. Results change nothing while it is open.
+//   - Then it is half open: the first Admit goes as the probe (registered),
+//     the others are held, sharing the probe slot of learned quotas: when
+//     both want a probe there is one, and its result counts for both. The
+//     probe's acceptance (or refusal: the destination answered) closes the
+//     breaker and clears its counts (k = 0); its failure opens it again with
+//     k + 1; a probe not sent, or expired, frees the slot. While half open,
+//     an Observe result decides like a probe's (ClassifyResponse callers
+//     have no probe of their own).
+//   - A half-open breaker is kept MaxOpen after its open time and after its
+//     last probe's registration (at most the max gate); one without traffic
+//     for that long, or closed with no calls left in its window, is
+//     forgotten.
+//   - Requests with the breaker off neither feed it nor wait on it (another
+//     policy on the same gate may have it on). GateState reports it
+//     whatever the caller's policy.
+//
+// # Bounds
+//
+// Every gate time is computed from the caller's Now and bounded by now +
+// max gate ([GateBound]): CloseUntil hints, quota resets, breaker open
+// times. Every expiry follows from these bounded times (in Redis, every key
+// TTL), and learned state from [MaxLearningIdleExpiry] at most.
+//
+// The number of gates per tenant is bounded (a store option, default
+// 10,000): a gate is all the state of one [GateKey] (closed-until time,
+// known quota and its calls in flight, probe, learned quota, breaker). When
+// a tenant at the bound needs a new gate, its gates that hold nothing live
+// any more are forgotten first, then those that free soonest (whose state
+// expires first) are evicted, 1/16 of the bound at a time so that the cost
+// of choosing them is amortized over as many new gates. Each store keeps a
+// per-tenant index for this, so eviction never looks at, or takes from,
+// another tenant. Evicting a gate forgets it: calls in flight on it count
+// no more, and a closed evicted gate reopens early; the ones chosen are those
+// that would have forgotten the most soon anyway. Reading a gate
+// (GateState) creates none.
 package store

@@ -116,7 +116,10 @@ type Admission struct {
 	// An admitted attempt is registered only when its gate has a known
 	// quota (a remaining count whose window has not reset, see
 	// [Observation.HasQuota]): that is the only case in which calls in
-	// flight are counted. Refused attempts never get a ticket.
+	// flight are counted; or when it goes as the gate's probe (Probe), whose
+	// registration holds the probe slot. Refused and held attempts never
+	// get a ticket; Epoch is set on every admitted attempt of a learning
+	// gate, registered or not.
 	//
 	// An admitted attempt with a non-empty Ticket that is then not sent (for
 	// example because the caller's deadline would pass during PaceWait) must
@@ -138,8 +141,9 @@ type Ticket struct {
 	// empty for none.
 	ID string
 	// Epoch identifies the learning epoch of the gate the attempt was
-	// admitted in (0 = none); opaque to callers, who pass the Ticket back
-	// unchanged.
+	// admitted in (0 = none: learning off, or the gate has a known quota);
+	// opaque to callers, who pass the Ticket back unchanged, also when ID
+	// is empty: the store attributes the attempt's Result to that epoch.
 	Epoch int64
 }
 
@@ -275,9 +279,16 @@ type CompleteRequest struct {
 // ObserveRequest records what a response said about a gate without an
 // admitted attempt (ClassifyResponse callers that make their own calls).
 type ObserveRequest struct {
-	Gate     GateKey
-	Obs      Observation
-	Result   Result
+	// Gate is the gate the response came through.
+	Gate GateKey
+	// Obs is what the response said about the gate, as in CompleteRequest.
+	Obs Observation
+	// Result is what the outcome tells the gate: a refusal ends its
+	// learning epoch; with Breaker on, any answer but ResultNone counts as
+	// a call and ResultFailed as a failure, and while the breaker is half
+	// open the result decides it like a probe's.
+	Result Result
+	// Learning and Breaker configure the gate, as in AdmitRequest.
 	Learning LearningConfig
 	Breaker  BreakerConfig
 	// MaxGate is as in CompleteRequest.
@@ -318,14 +329,18 @@ type CompleteResult struct {
 // see one consistent state. Errors wrap the cause and never carry secrets;
 // an unreachable backend is reported as an error wrapping [ErrUnavailable].
 type Store interface {
-	// Admit checks the gate and pacing for one attempt and, when both allow
-	// it and the gate has a known quota (a remaining count whose window has
-	// not reset), registers it as in flight and returns a non-empty
-	// [Admission.Ticket]. Without a known quota nothing is registered and
-	// the Ticket is empty: Complete is then needed only to record an
-	// observation or spend a retry, so an attempt with neither costs this
-	// one round trip. The gate is checked first: a closed gate reserves no
-	// pacing slot, counts no request and registers nothing.
+	// Admit checks the gate, its breaker, its learned quota and pacing for
+	// one attempt and, when all allow it and the gate has a known quota (a
+	// remaining count whose window has not reset), registers it as in
+	// flight and returns a non-empty [Admission.Ticket]; an attempt admitted
+	// as the gate's probe is registered too. Otherwise nothing is registered
+	// and the Ticket is empty: Complete is then needed only to record an
+	// observation, a result the learned quota or the breaker needs (a
+	// refusal, a failure) or to spend a retry, so an accepted attempt with
+	// none of these costs this one round trip. The checks go in that order:
+	// a closed gate, an open breaker or a held attempt reserves no pacing
+	// slot, counts no request and registers nothing. See the package
+	// documentation ("Learned quotas", "Failure breaker").
 	//
 	// The gate is closed while its closed-until time (CloseUntil hints and
 	// the in-flight rule of [Observation.HasQuota]) is after Now, and also
@@ -343,9 +358,10 @@ type Store interface {
 	// the package documentation ("Quotas and the in-flight rule") says
 	// what that costs.
 	Admit(ctx context.Context, req AdmitRequest) (Admission, error)
-	// Complete ends an attempt admitted by Admit. One round trip. An empty,
-	// unknown or expired ticket is not an error: the observation and the
-	// budget still apply, and no registration is removed.
+	// Complete ends an attempt admitted by Admit and records its Result.
+	// One round trip. An empty, unknown or expired ticket is not an error:
+	// the observation, the result (by the ticket's Epoch) and the budget
+	// still apply, and no registration is removed.
 	Complete(ctx context.Context, req CompleteRequest) (CompleteResult, error)
 	// Observe records an observation without an admitted attempt (for
 	// ClassifyResponse callers that make their own calls) and returns the
@@ -353,7 +369,9 @@ type Store interface {
 	// attempt counts as "other".
 	Observe(ctx context.Context, req ObserveRequest) (GateStatus, error)
 	// GateState returns the gate's state at now by the same rules as Admit:
-	// what Admit's GateClosedUntil and BreakerOpenUntil would be.
+	// what Admit's GateClosedUntil and BreakerOpenUntil would be (the
+	// latter for a request with the breaker on). It changes nothing and
+	// creates no gate.
 	GateState(ctx context.Context, gate GateKey, now time.Time) (GateStatus, error)
 	// Close releases resources. It is idempotent; calls after Close fail
 	// with [ErrClosed].
@@ -364,6 +382,7 @@ type Store interface {
 // registered attempts are in flight on a gate (for operators and tests).
 type InFlightCounter interface {
 	// InFlight returns the number of live in-flight registrations on gate
-	// at now (expired tickets excluded).
+	// at now (expired tickets excluded) that count against its known quota;
+	// a probe admitted while the gate had no known quota is not among them.
 	InFlight(ctx context.Context, gate GateKey, now time.Time) (int64, error)
 }

@@ -13,15 +13,26 @@ import (
 // sweepEvery is how much request time passes between two sweeps, in µs.
 const sweepEvery = int64(time.Second / time.Microsecond)
 
+// DefaultMaxGatesPerTenant is the bound on the gates one tenant may hold
+// unless [WithMaxGatesPerTenant] sets another.
+const DefaultMaxGatesPerTenant = 10_000
+
+// HeldPoll is the longest Admission.HeldFor the store answers: how often a
+// held caller checks again (sooner when the probe's registration ends
+// sooner).
+const HeldPoll = 100 * time.Millisecond
+
 // Option configures a Store.
 type Option func(*options)
 
 type options struct {
 	ticketTTL time.Duration
+	maxGates  int
 }
 
-// WithTicketTTL sets how long an in-flight registration lives when it is
-// never completed; zero or negative keeps [store.DefaultTicketTTL].
+// WithTicketTTL sets how long an in-flight registration (and a probe) lives
+// when it is never completed; zero or negative keeps
+// [store.DefaultTicketTTL].
 func WithTicketTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -30,49 +41,35 @@ func WithTicketTTL(d time.Duration) Option {
 	}
 }
 
+// WithMaxGatesPerTenant bounds the number of gates (all per-gate state:
+// closed-until time, known quota, calls in flight, probe, learned quota,
+// breaker) one tenant may hold; zero or negative keeps
+// [DefaultMaxGatesPerTenant]. When a tenant at the bound needs a new gate,
+// its gates that hold nothing any more are forgotten first, then those
+// that free soonest are evicted, 1/16 of the bound at a time. Other
+// tenants' gates are never touched.
+func WithMaxGatesPerTenant(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxGates = n
+		}
+	}
+}
+
 // Store is an in-memory store.Store. The zero value is not usable; call New.
 type Store struct {
 	ticketTTL int64 // µs
+	maxGates  int
 
 	mu        sync.Mutex
 	closed    bool
 	nextID    uint64
 	lastSweep int64 // µs of request time; 0 before the first sweep
-	gates     map[store.GateKey]*gate
+	tenants   map[string]tenantGates
+	gateCount int               // gates in all tenants
+	scratch   []candidate       // reused by trim
 	pace      map[paceKey]int64 // theoretical arrival time, µs
 	budgets   map[string]*budget
-}
-
-type gate struct {
-	closedUntil int64            // µs; <= now means open
-	inflight    map[string]int64 // ticket id -> expiry, µs
-	quota       quota            // last known provider quota
-}
-
-// quota is a gate's last known provider quota; see store.Observation.HasQuota.
-type quota struct {
-	remaining int64
-	window    int64 // µs: the first reset seen for the window, its identity
-	reset     int64 // µs: the latest reset seen for the window; <= now means unknown
-}
-
-// known reports whether q holds a quota whose window has not reset at now.
-func (q quota) known(now int64) bool { return q.reset > now }
-
-// apply records one observed quota (remaining, reset in µs) at now.
-func (q *quota) apply(remaining, reset, now int64) {
-	tol := int64(store.QuotaWindowTolerance / time.Microsecond)
-	live := q.known(now)
-	switch {
-	case live && reset < q.window-tol: // a late response from an older window
-	case reset <= now: // the window already reset
-		*q = quota{}
-	case !live || reset > q.window+tol: // a new window
-		*q = quota{remaining: remaining, window: reset, reset: reset}
-	default: // the same window
-		q.remaining = min(q.remaining, remaining)
-		q.reset = max(q.reset, reset)
-	}
 }
 
 type paceKey struct{ tenant, host string }
@@ -81,13 +78,14 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty in-memory store.
 func New(opts ...Option) *Store {
-	o := options{ticketTTL: store.DefaultTicketTTL}
+	o := options{ticketTTL: store.DefaultTicketTTL, maxGates: DefaultMaxGatesPerTenant}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	return &Store{
 		ticketTTL: int64(o.ticketTTL / time.Microsecond),
-		gates:     make(map[store.GateKey]*gate),
+		maxGates:  o.maxGates,
+		tenants:   make(map[string]tenantGates),
 		pace:      make(map[paceKey]int64),
 		budgets:   make(map[string]*budget),
 	}
@@ -117,9 +115,37 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 	}
 	s.maybeSweep(now)
 
-	g := s.gates[req.Gate]
+	g := s.lookup(req.Gate)
+	defer func() {
+		if g != nil {
+			g.freeAt = g.free()
+		}
+	}()
 	if until := g.until(now); until > 0 {
 		return store.Admission{GateClosedUntil: time.UnixMicro(until)}, nil
+	}
+	known := g != nil && g.quota.known(now)
+
+	// The breaker, then the learned quota, decide whether the attempt goes
+	// as the gate's probe.
+	var forBreaker, forLearning bool
+	if req.Breaker.Enabled {
+		if b := g.breakerAt(now); b != nil && b.openUntil > 0 {
+			if b.openUntil > now {
+				return store.Admission{BreakerOpenUntil: time.UnixMicro(b.openUntil)}, nil
+			}
+			forBreaker = true // half-open
+		}
+	}
+	var l *learning
+	if req.Learning.Enabled && !known { // an announced quota takes precedence
+		g = s.gateFor(req.Gate, g, now)
+		l = g.startEpoch(now, int64(req.Learning.Expiry()/time.Microsecond))
+		forLearning = l.wantsProbe()
+	}
+	isProbe := forBreaker || forLearning
+	if isProbe && g.probe.live(now) {
+		return store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(g.probe.expires-now)*time.Microsecond)}, nil
 	}
 
 	var adm store.Admission
@@ -141,17 +167,41 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 	}
 
 	// In-flight counts matter only while the gate has a known quota: only
-	// then is the attempt registered (g exists, holding that quota).
-	if g == nil || !g.quota.known(now) {
-		return adm, nil
+	// then is the attempt registered (g exists, holding that quota). A
+	// probe is registered in the gate's probe slot.
+	if known || isProbe {
+		s.nextID++
+		adm.Ticket.ID = "m" + strconv.FormatUint(s.nextID, 36)
 	}
-	if g.inflight == nil {
-		g.inflight = make(map[string]int64)
+	if known {
+		if g.inflight == nil {
+			g.inflight = make(map[string]int64)
+		}
+		g.inflight[adm.Ticket.ID] = now + s.ticketTTL
 	}
-	s.nextID++
-	id := "m" + strconv.FormatUint(s.nextID, 36)
-	g.inflight[id] = now + s.ticketTTL
-	adm.Ticket = store.Ticket{ID: id}
+	if l != nil {
+		l.admitted++
+		adm.Ticket.Epoch = l.epoch
+	}
+	if isProbe {
+		adm.Probe = true
+		g.probe = probe{
+			id: adm.Ticket.ID, expires: now + s.ticketTTL, epoch: adm.Ticket.Epoch,
+			forLearning: forLearning, forBreaker: forBreaker,
+		}
+	}
+	if req.Breaker.Enabled {
+		g = s.gateFor(req.Gate, g, now)
+		if g.brk == nil {
+			g.brk = &breaker{}
+		}
+		g.brk.add(now, req.Breaker.WindowSeconds(), 1, 0)
+		if forBreaker {
+			// A half-open breaker outlives its probe as it outlives its
+			// open time.
+			g.brk.expires = max(g.brk.expires, g.probe.expires+g.brk.keep)
+		}
+	}
 	return adm, nil
 }
 
@@ -166,7 +216,8 @@ func (s *Store) Complete(_ context.Context, req store.CompleteRequest) (store.Co
 	s.maybeSweep(now)
 
 	res := store.CompleteResult{RetryAllowed: true}
-	res.GateClosedUntil = s.observe(req.Gate, req.Ticket.ID, req.Obs, now, bound(now, req.MaxGate))
+	st := s.settle(req.Gate, req.Ticket, req.Obs, req.Result, req.Learning, req.Breaker, false, now, bound(now, req.MaxGate))
+	res.GateClosedUntil, res.BreakerOpenUntil = st.ClosedUntil, st.BreakerOpenUntil
 	if req.SpendRetry && !req.Budget.Unlimited() {
 		w := req.Budget.WindowSeconds()
 		b := s.budgetFor(req.Gate.Tenant)
@@ -189,7 +240,7 @@ func (s *Store) Observe(_ context.Context, req store.ObserveRequest) (store.Gate
 		return store.GateStatus{}, fmt.Errorf("memstore: observe: %w", store.ErrClosed)
 	}
 	s.maybeSweep(n)
-	return store.GateStatus{ClosedUntil: s.observe(req.Gate, "", req.Obs, n, bound(n, req.MaxGate))}, nil
+	return s.settle(req.Gate, store.Ticket{}, req.Obs, req.Result, req.Learning, req.Breaker, true, n, bound(n, req.MaxGate)), nil
 }
 
 // GateState implements store.Store. It never blocks and ignores ctx.
@@ -200,7 +251,8 @@ func (s *Store) GateState(_ context.Context, key store.GateKey, now time.Time) (
 	if s.closed {
 		return store.GateStatus{}, fmt.Errorf("memstore: gate state: %w", store.ErrClosed)
 	}
-	return store.GateStatus{ClosedUntil: timeOf(s.gates[key].until(n), n)}, nil
+	g := s.lookup(key)
+	return store.GateStatus{ClosedUntil: timeOf(g.until(n), n), BreakerOpenUntil: timeOf(g.breakerOpenUntil(n), n)}, nil
 }
 
 // bound returns the latest gate time, in µs, an observation at now may set.
@@ -217,19 +269,26 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.gates, s.pace, s.budgets = nil, nil, nil
+	s.tenants, s.pace, s.budgets, s.scratch, s.gateCount = nil, nil, nil, nil, 0
 	return nil
 }
 
-// observe ends the in-flight registration ticket (if any) and applies obs to
-// the gate, closing it no later than limit (µs); it returns the gate's state
-// afterwards. s.mu must be held.
-func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation, now, limit int64) time.Time {
-	g := s.gates[key]
+// settle ends the attempt of ticket (if any; observed = from Observe, with
+// no admitted attempt), applies obs to the gate, closing it no later than
+// limit (µs), and feeds result to the probe slot, the learned quota and
+// the breaker. It returns the gate's state afterwards. s.mu must be held.
+func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observation, result store.Result,
+	lc store.LearningConfig, bc store.BreakerConfig, observed bool, now, limit int64,
+) store.GateStatus {
+	g := s.lookup(key)
 	var cur int64
+	var pr probe // the probe this attempt was, if it was one
 	if g != nil {
-		if ticket != "" {
-			delete(g.inflight, ticket)
+		if ticket.ID != "" {
+			delete(g.inflight, ticket.ID)
+			if g.probe.id == ticket.ID && g.probe.live(now) {
+				pr, g.probe = g.probe, probe{}
+			}
 		}
 		cur = g.closedUntil
 	}
@@ -252,58 +311,85 @@ func (s *Store) observe(key store.GateKey, ticket string, obs store.Observation,
 			target = reset
 		}
 	}
-	if g == nil && (target > cur || hasQuota && reset > now) {
-		g = &gate{}
-		s.gates[key] = g
+	if target > cur || hasQuota && reset > now {
+		g = s.gateFor(key, g, now)
 	}
-	if g == nil {
-		return time.Time{}
-	}
-	if target > cur {
+	if g != nil && target > cur {
 		g.closedUntil = target
 	}
-	if hasQuota {
+	if g != nil && hasQuota {
 		g.quota.apply(remaining, reset, now)
 	}
-	return timeOf(g.until(now), now)
+
+	if l := g.learningAt(now); l != nil {
+		l.settle(ticket.Epoch, result, pr.id != "" && pr.forLearning && pr.epoch == ticket.Epoch)
+		if l.ended {
+			// The idle time of an ended epoch runs from the reopening:
+			// a long close does not forget what the next epoch needs.
+			l.expires = max(l.expires, g.closedUntil+int64(lc.Expiry()/time.Microsecond))
+		}
+	}
+	s.feedBreaker(key, g, pr.id != "" && pr.forBreaker, result, bc.Normalized(), observed, now, limit)
+
+	if g == nil {
+		g = s.lookup(key)
+	}
+	if g != nil {
+		g.freeAt = g.free()
+	}
+	return store.GateStatus{ClosedUntil: timeOf(g.until(now), now), BreakerOpenUntil: timeOf(g.breakerOpenUntil(now), now)}
 }
 
-// InFlight implements store.InFlightCounter.
+// feedBreaker applies one result to g's breaker (g may be nil). A probe's
+// result, or Observe's while the breaker is half-open, decides it; while
+// it is closed, Observe counts a call (any answer but None; ClassifyResponse
+// callers are not admitted, so not counted at Admit) and a failure counts
+// one, which may open it. While it is open, results change nothing. s.mu
+// must be held.
+func (s *Store) feedBreaker(key store.GateKey, g *gate, probe bool, result store.Result, c store.BreakerConfig,
+	observed bool, now, limit int64,
+) {
+	b := g.breakerAt(now)
+	if b != nil && b.openUntil > 0 {
+		if probe || observed && b.openUntil <= now {
+			if b.probeResult(result, now, limit, c) {
+				g.brk = nil // closed: counts cleared, k = 0
+			}
+		}
+		return
+	}
+	if !c.Enabled {
+		return
+	}
+	var calls, failures int64
+	if observed && result != store.ResultNone {
+		calls = 1
+	}
+	if result == store.ResultFailed {
+		failures = 1
+	}
+	if calls+failures == 0 {
+		return
+	}
+	g = s.gateFor(key, g, now)
+	if g.brk == nil {
+		g.brk = &breaker{}
+	}
+	g.brk.add(now, c.WindowSeconds(), calls, failures)
+	if failures > 0 && g.brk.trips(now, c) {
+		g.brk.open(now, limit, c)
+	}
+}
+
+// InFlight implements store.InFlightCounter: the registrations that count
+// against a known quota (a probe on a gate without one is not among them).
 func (s *Store) InFlight(_ context.Context, key store.GateKey, now time.Time) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.gates[key].inFlight(micros(now)), nil
-}
-
-// inFlight counts the live in-flight registrations on g (nil: none).
-func (g *gate) inFlight(now int64) int64 {
-	if g == nil {
-		return 0
+	if s.closed {
+		return 0, fmt.Errorf("memstore: in flight: %w", store.ErrClosed)
 	}
-	n := int64(0)
-	for _, exp := range g.inflight {
-		if exp > now {
-			n++
-		}
-	}
-	return n
-}
-
-// until returns until when g is closed at now, in µs (0 = open; nil g is
-// open): its closed-until time, or later its known quota's reset while the
-// calls in flight use up the known remaining count.
-func (g *gate) until(now int64) int64 {
-	if g == nil {
-		return 0
-	}
-	until := int64(0)
-	if g.closedUntil > now {
-		until = g.closedUntil
-	}
-	if g.quota.known(now) && g.quota.reset > until && g.quota.remaining-g.inFlight(now) <= 0 {
-		until = g.quota.reset
-	}
-	return until
+	return s.lookup(key).inFlight(micros(now)), nil
 }
 
 func (s *Store) budgetFor(tenant string) *budget {
@@ -322,14 +408,15 @@ func (s *Store) maybeSweep(now int64) {
 		return
 	}
 	s.lastSweep = now
-	for k, g := range s.gates {
-		for id, exp := range g.inflight {
-			if exp <= now {
-				delete(g.inflight, id)
+	for t, tg := range s.tenants {
+		for name, g := range tg {
+			if g.prune(now) {
+				delete(tg, name)
+				s.gateCount--
 			}
 		}
-		if g.closedUntil <= now && len(g.inflight) == 0 && !g.quota.known(now) {
-			delete(s.gates, k)
+		if len(tg) == 0 {
+			delete(s.tenants, t)
 		}
 	}
 	for k, tat := range s.pace {
@@ -349,5 +436,13 @@ func (s *Store) maybeSweep(now int64) {
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.gates) + len(s.pace) + len(s.budgets)
+	return s.gateCount + len(s.pace) + len(s.budgets)
+}
+
+// Gates returns the number of gates tenant holds, for tests and metrics:
+// it shows the per-tenant bound.
+func (s *Store) Gates(tenant string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tenants[tenant])
 }

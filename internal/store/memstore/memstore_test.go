@@ -22,6 +22,14 @@ func TestSuite(t *testing.T) {
 	})
 }
 
+func TestSuiteBounded(t *testing.T) {
+	storetest.RunBounded(t, func(t *testing.T, maxGates int) store.Store {
+		s := memstore.New(memstore.WithMaxGatesPerTenant(maxGates))
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

@@ -6,11 +6,15 @@
 //
 // Admit, Complete (and Observe) and GateState each run one Lua script with
 // EVALSHA (falling back to EVAL once when the server lost its script cache),
-// so each is one atomic round trip. GateState's script only reads. Admit
-// registers the attempt in the in-flight set only when the gate has a known
-// quota; otherwise it returns an empty ticket and writes no in-flight key,
-// and an attempt with nothing to observe and no retry to spend needs no
-// Complete: one round trip in all.
+// so each is one atomic round trip, whatever Admit answers (admitted, probe,
+// held, gate closed, breaker open, pace denied). GateState's script only
+// reads. Admit registers the attempt in the in-flight set only when the
+// gate has a known quota, and in the probe slot only when it goes as the
+// probe; otherwise it returns an empty ticket and writes no in-flight key,
+// and an accepted attempt with nothing to observe and no retry to spend
+// needs no Complete: one round trip in all, with learning and the breaker
+// on. A probe, a refusal, a failure, an observation or a retry to spend
+// costs one more (Complete).
 //
 // # Keys
 //
@@ -21,8 +25,10 @@
 //	rb:v1:{t:<tenant>}:g:<scope>:<credential>   gate: closed-until, Unix µs (string)
 //	rb:v1:{t:<tenant>}:f:<scope>:<credential>   in flight: ZSET ticket id -> expiry, Unix µs
 //	rb:v1:{t:<tenant>}:q:<scope>:<credential>   known quota: HASH r, w, u
+//	rb:v1:{t:<tenant>}:s:<scope>:<credential>   learned quota, probe slot, breaker: HASH (below)
 //	rb:v1:{t:<tenant>}:p:<host>                 pacing: GCRA theoretical arrival time, Unix µs (string)
 //	rb:v1:{t:<tenant>}:b                        retry budget: HASH of one-second buckets
+//	rb:v1:{t:<tenant>}:i                        gate index: ZSET <scope>:<credential> -> frees at, Unix µs
 //
 // Components are percent-escaped: every byte outside [A-Za-z0-9._~-] is
 // written as %XX, so no component contains ":", "{", "}" or "%" and no two
@@ -37,6 +43,39 @@
 // GET the gate key, keep working during a rolling upgrade (without the
 // quota check).
 //
+// The state hash holds the gate's learned quota, probe slot and breaker
+// (see the store package documentation for the rules; memstore has the
+// same code in Go). Learned quota: le, the current epoch's id (its start,
+// Unix µs, or one more than the previous id); lp, the previous epoch's id;
+// lk, "1" once L is known (a reopen epoch); lL, L; la, the calls admitted
+// in the epoch; ln, those not accepted; ld, "1" once a refusal ended it;
+// lx, when it is forgotten (Unix µs: the last learning Admit plus the idle
+// expiry, or for an ended epoch the gate's reopening plus it). Probe slot: pi, the probe's ticket id; px, when its registration
+// ends (Unix µs); pe, its epoch; pl and pb, "1" when it probes for the
+// learned quota and for the breaker. Breaker: bo, open until (Unix µs; 0
+// closed, past = half open); bk, failed probes since it last closed; br, how
+// long it is kept after its open time or its probe (µs); bx, when it is
+// forgotten (Unix µs); and per bucket i = second mod window, bs<i> (the
+// Unix second counted), bc<i> (calls) and bf<i> (failures). A part whose
+// expiry (lx, px, bx) passed reads as absent.
+//
+// The gate index holds one member per gate of the tenant, the gate's key
+// names after the kind ("<scope>:<credential>", escaped), scored with the
+// time its state frees (Unix µs, margin included) plus some slack: a
+// quarter of its remaining life, at most 5 minutes, so that a gate in
+// steady use is written to the index every few minutes rather than on every
+// call. The index is written only when a gate is created or its state
+// outlives its score. When a new gate would take a tenant over the bound
+// ([WithMaxGatesPerTenant], default 10,000), the same script removes the
+// members whose score passed (their keys expired before it), then evicts
+// the lowest-scored 1/16 of the bound, deleting their g, f, q and s keys.
+// These key names are rebuilt inside the script from the member and the
+// index's own name, so they are not declared in the script's KEYS: they
+// share the index's hash tag, hence its slot, so this is safe on Redis
+// Cluster too (and on a single server, where undeclared keys are allowed).
+// The slack makes eviction order approximate: a gate may be evicted up to
+// its slack before one that frees later.
+//
 // The budget hash holds, for bucket i = second mod window, the fields
 // s<i> (the Unix second the bucket counts), q<i> (first attempts) and
 // r<i> (retries); a bucket whose second left the window counts nothing
@@ -48,9 +87,17 @@
 // (10 s), the quota hash until its window's reset plus the margin (it is
 // deleted early when a response reports that the window reset), the
 // in-flight set (written only for gates with a known quota) until its
-// newest ticket expires plus the margin, the budget
-// hash for its window plus the margin, and the pacing key until its
-// theoretical arrival time passes.
+// newest ticket expires plus the margin, the state hash until the latest of
+// its live parts' expiries (learned quota: idle expiry, refreshed on each
+// learning Admit; probe: ticket TTL; breaker: its window after the last
+// count, or its keep time after it opened) plus the margin, the index until
+// its highest score plus the margin, the budget hash for its window plus
+// the margin, and the pacing key until its theoretical arrival time passes.
+// Every gate time is clamped to now + max gate before it is stored
+// (CloseUntil, quota resets, the breaker's open and keep times), and the
+// learned quota's idle expiry to a week, so every TTL follows from a
+// clamped time: a Retry-After of ten years keeps a key no longer than the
+// max gate (default 24 h) plus the margin.
 //
 // # Time
 //

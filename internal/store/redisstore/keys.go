@@ -63,6 +63,25 @@ func (k keys) quota(g store.GateKey) string {
 	return k.tenant(g.Tenant) + "q:" + escape(g.Scope) + ":" + escape(g.Credential)
 }
 
+// state is the gate's learning, probe and breaker hash.
+func (k keys) state(g store.GateKey) string {
+	return k.tenant(g.Tenant) + "s:" + escape(g.Scope) + ":" + escape(g.Credential)
+}
+
+// index is the tenant's gate index: a sorted set of members (see member)
+// scored by when each gate frees. A script rebuilds a gate's key names from
+// its member, by putting the index key's name less its final "i", then a
+// kind ("g:", "f:", "q:", "s:"), before it.
+func (k keys) index(tenant string) string {
+	return k.tenant(tenant) + "i"
+}
+
+// member is the gate's member in its tenant's index: the part of its key
+// names after the kind.
+func (k keys) member(g store.GateKey) string {
+	return escape(g.Scope) + ":" + escape(g.Credential)
+}
+
 func (k keys) pace(tenant, host string) string {
 	return k.tenant(tenant) + "p:" + escape(host)
 }

@@ -45,6 +45,7 @@ type options struct {
 	ticketTTL time.Duration
 	prefix    string
 	tune      []func(*redis.Options)
+	maxGates  int // see WithMaxGatesPerTenant
 }
 
 // WithTicketTTL sets how long an in-flight registration lives when it is
@@ -77,6 +78,7 @@ type Store struct {
 	client    redis.UniversalClient
 	keys      keys
 	ticketTTL int64 // µs
+	maxGates  int64 // gates per tenant
 	marginMS  int64
 	tolUS     int64 // store.QuotaWindowTolerance, µs
 	idPrefix  string
@@ -127,7 +129,7 @@ func NewFromClient(client redis.UniversalClient, opts ...Option) (*Store, error)
 }
 
 func buildOptions(opts []Option) options {
-	o := options{ticketTTL: store.DefaultTicketTTL, prefix: DefaultKeyPrefix}
+	o := options{ticketTTL: store.DefaultTicketTTL, prefix: DefaultKeyPrefix, maxGates: DefaultMaxGatesPerTenant}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -182,6 +184,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 		client:    client,
 		keys:      keys{prefix: o.prefix},
 		ticketTTL: int64(o.ticketTTL / time.Microsecond),
+		maxGates:  int64(o.maxGates),
 		marginMS:  int64(keyMargin / time.Millisecond),
 		tolUS:     int64(store.QuotaWindowTolerance / time.Microsecond),
 		idPrefix:  "r" + hex.EncodeToString(b[:]) + ".",
@@ -231,9 +234,28 @@ func (s *Store) wrap(op string, err error) error {
 	return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
 }
 
+// flag is a boolean script argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// breakerArgs are the script arguments of a breaker configuration:
+// enabled, window s, min calls, failure ratio, open for µs, max open µs.
+func breakerArgs(c store.BreakerConfig) []any {
+	n := c.Normalized()
+	return []any{
+		flag(c.Enabled), n.WindowSeconds(), n.MinCalls, strconv.FormatFloat(n.FailureRatio, 'g', -1, 64),
+		int64(n.OpenFor / time.Microsecond), int64(n.MaxOpen / time.Microsecond),
+	}
+}
+
 // Admit implements store.Store in one script call. The ticket id is made
 // up beforehand and used only when the script registers the attempt (the
-// gate has a known quota); otherwise the Ticket is empty.
+// gate has a known quota, or the attempt goes as the probe); otherwise the
+// Ticket is empty.
 func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
 	now := micros(req.Now)
 	window := int64(0)
@@ -243,28 +265,38 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	id := s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 36)
 	g := req.Gate
 	res, err := admitScript.Run(ctx, s.client,
-		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), s.keys.budget(g.Tenant), s.keys.quota(g)},
+		[]string{
+			s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), s.keys.budget(g.Tenant),
+			s.keys.quota(g), s.keys.state(g), s.keys.index(g.Tenant),
+		},
 		now, id, s.ticketTTL,
 		int64(req.Pace.Interval()/time.Microsecond), req.Pace.BurstOrOne(),
 		int64(max(req.PaceMaxWait, 0)/time.Microsecond),
 		window, s.marginMS,
+		flag(req.Learning.Enabled), int64(req.Learning.Expiry()/time.Microsecond),
+		flag(req.Breaker.Enabled), req.Breaker.WindowSeconds(),
+		int64(HeldPoll/time.Microsecond), s.maxGates, s.keys.member(g),
 	).Int64Slice()
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)
 	}
-	if len(res) != 4 {
+	if len(res) != 6 {
 		return store.Admission{}, fmt.Errorf("redisstore: admit: %w: unexpected reply", store.ErrUnavailable)
 	}
 	wait := time.Duration(res[2]) * time.Microsecond
 	switch res[0] {
 	case 0:
-		adm := store.Admission{PaceWait: wait}
-		if res[3] == 1 { // registered: the gate has a known quota
-			adm.Ticket = store.Ticket{ID: id}
+		adm := store.Admission{PaceWait: wait, Probe: res[4] == 1, Ticket: store.Ticket{Epoch: res[5]}}
+		if res[3] == 1 { // registered: a known quota, or the probe
+			adm.Ticket.ID = id
 		}
 		return adm, nil
 	case 1:
 		return store.Admission{GateClosedUntil: timeOf(res[1])}, nil
+	case 3:
+		return store.Admission{BreakerOpenUntil: timeOf(res[1])}, nil
+	case 4:
+		return store.Admission{Held: true, HeldFor: wait}, nil
 	default:
 		return store.Admission{PaceDenied: true, PaceWait: wait}, nil
 	}
@@ -272,26 +304,40 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 
 // Complete implements store.Store in one script call.
 func (s *Store) Complete(ctx context.Context, req store.CompleteRequest) (store.CompleteResult, error) {
-	until, allowed, err := s.complete(ctx, "complete", req.Gate, req.Ticket.ID, req.Obs, req.SpendRetry, req.Budget, micros(req.Now), req.MaxGate)
-	if err != nil {
-		return store.CompleteResult{}, err
-	}
-	return store.CompleteResult{RetryAllowed: allowed, GateClosedUntil: until}, nil
+	return s.complete(ctx, "complete", settlement{
+		gate: req.Gate, ticket: req.Ticket, obs: req.Obs, result: req.Result, learning: req.Learning, breaker: req.Breaker,
+		spend: req.SpendRetry, budget: req.Budget, now: micros(req.Now), maxGate: req.MaxGate,
+	})
 }
 
 // Observe implements store.Store in one script call.
 func (s *Store) Observe(ctx context.Context, req store.ObserveRequest) (store.GateStatus, error) {
-	until, _, err := s.complete(ctx, "observe", req.Gate, "", req.Obs, false, store.BudgetConfig{}, micros(req.Now), req.MaxGate)
-	return store.GateStatus{ClosedUntil: until}, err
+	r, err := s.complete(ctx, "observe", settlement{
+		gate: req.Gate, obs: req.Obs, result: req.Result, learning: req.Learning, breaker: req.Breaker, observed: true,
+		now: micros(req.Now), maxGate: req.MaxGate,
+	})
+	return store.GateStatus{ClosedUntil: r.GateClosedUntil, BreakerOpenUntil: r.BreakerOpenUntil}, err
 }
 
-func (s *Store) complete(ctx context.Context, op string, g store.GateKey, ticket string, obs store.Observation,
-	spend bool, budget store.BudgetConfig, now int64, maxGate time.Duration,
-) (time.Time, bool, error) {
-	if maxGate <= 0 {
-		maxGate = store.DefaultMaxGate
-	}
-	limit := now + int64(maxGate/time.Microsecond)
+// settlement is what completeScript records: the end of an attempt, or
+// (observed) an observation without one.
+type settlement struct {
+	gate     store.GateKey
+	ticket   store.Ticket
+	obs      store.Observation
+	result   store.Result
+	learning store.LearningConfig
+	breaker  store.BreakerConfig
+	observed bool
+	spend    bool
+	budget   store.BudgetConfig
+	now      int64 // µs
+	maxGate  time.Duration
+}
+
+func (s *Store) complete(ctx context.Context, op string, st settlement) (store.CompleteResult, error) {
+	now, obs, g := st.now, st.obs, st.gate
+	limit := micros(store.GateBound(time.UnixMicro(now), st.maxGate))
 	closeUntil, hasQuota, reset := int64(0), "0", int64(0)
 	if !obs.CloseUntil.IsZero() {
 		closeUntil = min(obs.CloseUntil.UnixMicro(), limit)
@@ -300,37 +346,46 @@ func (s *Store) complete(ctx context.Context, op string, g store.GateKey, ticket
 		hasQuota, reset = "1", min(obs.Reset.UnixMicro(), limit)
 	}
 	spendArg, window := "0", int64(0)
-	if spend {
+	if st.spend {
 		spendArg = "1"
-		if !budget.Unlimited() {
-			window = budget.WindowSeconds()
+		if !st.budget.Unlimited() {
+			window = st.budget.WindowSeconds()
 		}
 	}
-	res, err := completeScript.Run(ctx, s.client,
-		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant), s.keys.quota(g)},
-		now, ticket, closeUntil, hasQuota, min(max(obs.Remaining, 0), maxRemaining), reset,
+	args := []any{
+		now, st.ticket.ID, closeUntil, hasQuota, min(max(obs.Remaining, 0), maxRemaining), reset,
 		spendArg, window,
-		strconv.FormatFloat(budget.RatioOrZero(), 'g', -1, 64),
-		strconv.FormatFloat(budget.FloorTotal(), 'g', -1, 64),
+		strconv.FormatFloat(st.budget.RatioOrZero(), 'g', -1, 64),
+		strconv.FormatFloat(st.budget.FloorTotal(), 'g', -1, 64),
 		s.marginMS, s.tolUS,
+		st.ticket.Epoch, int(st.result), flag(st.observed),
+	}
+	args = append(args, breakerArgs(st.breaker)...)
+	args = append(args, limit, s.maxGates, s.keys.member(g), int64(st.learning.Expiry()/time.Microsecond))
+	res, err := completeScript.Run(ctx, s.client,
+		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant), s.keys.quota(g), s.keys.state(g), s.keys.index(g.Tenant)},
+		args...,
 	).Int64Slice()
 	if err != nil {
-		return time.Time{}, false, s.wrap(op, err)
+		return store.CompleteResult{}, s.wrap(op, err)
 	}
-	if len(res) != 2 {
-		return time.Time{}, false, fmt.Errorf("redisstore: %s: %w: unexpected reply", op, store.ErrUnavailable)
+	if len(res) != 3 {
+		return store.CompleteResult{}, fmt.Errorf("redisstore: %s: %w: unexpected reply", op, store.ErrUnavailable)
 	}
-	return timeOf(res[0]), res[1] == 1, nil
+	return store.CompleteResult{RetryAllowed: res[1] == 1, GateClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[2])}, nil
 }
 
 // GateState implements store.Store in one (read-only) script call.
 func (s *Store) GateState(ctx context.Context, gate store.GateKey, now time.Time) (store.GateStatus, error) {
-	v, err := stateScript.Run(ctx, s.client,
-		[]string{s.keys.gate(gate), s.keys.inflight(gate), s.keys.quota(gate)}, micros(now)).Int64()
+	res, err := stateScript.Run(ctx, s.client,
+		[]string{s.keys.gate(gate), s.keys.inflight(gate), s.keys.quota(gate), s.keys.state(gate)}, micros(now)).Int64Slice()
 	if err != nil {
 		return store.GateStatus{}, s.wrap("gate state", err)
 	}
-	return store.GateStatus{ClosedUntil: timeOf(v)}, nil
+	if len(res) != 2 {
+		return store.GateStatus{}, fmt.Errorf("redisstore: gate state: %w: unexpected reply", store.ErrUnavailable)
+	}
+	return store.GateStatus{ClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[1])}, nil
 }
 
 // InFlight implements store.InFlightCounter: one ZCOUNT.

@@ -127,6 +127,8 @@ func TestEveryKeyExpires(t *testing.T) {
 		"rb:v1:{t:acme}:q:github:ab12":    {90 * time.Second, 100 * time.Second},                    // reset + margin
 		"rb:v1:{t:globex}:g:jira:":        {time.Minute, time.Minute + 10*time.Second},
 		"rb:v1:{t:globex}:q:jira:":        {time.Minute, time.Minute + 10*time.Second},
+		"rb:v1:{t:acme}:i":                {2*time.Minute + 10*time.Second, 3 * time.Minute}, // latest gate + margin + slack
+		"rb:v1:{t:globex}:i":              {time.Minute + 10*time.Second, 2 * time.Minute},
 	}
 	if len(keys) != len(want) {
 		t.Errorf("keys = %q, want %d keys", keys, len(want))

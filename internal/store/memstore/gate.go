@@ -1,0 +1,277 @@
+package memstore
+
+import (
+	"time"
+
+	"github.com/retrybroker/retrybroker/internal/store"
+)
+
+// gateName is a gate's identity within its tenant.
+type gateName struct{ scope, credential string }
+
+// tenantGates is one tenant's gates: the per-tenant index that the gate
+// bound trims without looking at other tenants.
+type tenantGates map[gateName]*gate
+
+// gate is all the per-gate state: closed-until time, known quota and its
+// calls in flight, the probe slot, the learned quota and the breaker.
+type gate struct {
+	closedUntil int64            // µs; <= now means open
+	inflight    map[string]int64 // ticket id -> expiry, µs (known-quota registrations)
+	quota       quota            // last known provider quota
+	probe       probe            // the single unproven call in flight, if any
+	learn       *learning        // nil: nothing learned (or forgotten)
+	brk         *breaker         // nil: nothing counted (a closed, empty breaker)
+	// freeAt is free() as of the last operation on the gate. free() only
+	// changes when an operation changes the gate (parts that expire only
+	// ever held times already past), so it is exact: trim reads it instead
+	// of walking each gate's parts.
+	freeAt int64
+}
+
+// probe is a gate's probe slot: the single unproven call in flight of a
+// learning gate beyond its learned quota, or of a half-open breaker.
+type probe struct {
+	id          string
+	expires     int64 // µs: the probe's registration ends (ticket TTL)
+	epoch       int64 // the learning epoch it was admitted in (0 = none)
+	forLearning bool  // admitted beyond the learned quota
+	forBreaker  bool  // admitted while the breaker was half-open
+}
+
+// live reports whether the slot holds a probe still in flight at now.
+func (p probe) live(now int64) bool { return p.id != "" && p.expires > now }
+
+// quota is a gate's last known provider quota; see store.Observation.HasQuota.
+type quota struct {
+	remaining int64
+	window    int64 // µs: the first reset seen for the window, its identity
+	reset     int64 // µs: the latest reset seen for the window; <= now means unknown
+}
+
+// known reports whether q holds a quota whose window has not reset at now.
+func (q quota) known(now int64) bool { return q.reset > now }
+
+// apply records one observed quota (remaining, reset in µs) at now.
+func (q *quota) apply(remaining, reset, now int64) {
+	tol := int64(store.QuotaWindowTolerance / time.Microsecond)
+	live := q.known(now)
+	switch {
+	case live && reset < q.window-tol: // a late response from an older window
+	case reset <= now: // the window already reset
+		*q = quota{}
+	case !live || reset > q.window+tol: // a new window
+		*q = quota{remaining: remaining, window: reset, reset: reset}
+	default: // the same window
+		q.remaining = min(q.remaining, remaining)
+		q.reset = max(q.reset, reset)
+	}
+}
+
+// inFlight counts the live in-flight registrations on g (nil: none).
+func (g *gate) inFlight(now int64) int64 {
+	if g == nil {
+		return 0
+	}
+	n := int64(0)
+	for _, exp := range g.inflight {
+		if exp > now {
+			n++
+		}
+	}
+	return n
+}
+
+// until returns until when g is closed at now, in µs (0 = open; nil g is
+// open): its closed-until time, or later its known quota's reset while the
+// calls in flight use up the known remaining count.
+func (g *gate) until(now int64) int64 {
+	if g == nil {
+		return 0
+	}
+	until := int64(0)
+	if g.closedUntil > now {
+		until = g.closedUntil
+	}
+	if g.quota.known(now) && g.quota.reset > until && g.quota.remaining-g.inFlight(now) <= 0 {
+		until = g.quota.reset
+	}
+	return until
+}
+
+// breakerAt returns g's breaker at now, dropping it once it expired (nil g
+// or nothing counted: nil).
+func (g *gate) breakerAt(now int64) *breaker {
+	if g == nil || g.brk == nil {
+		return nil
+	}
+	if g.brk.expires <= now {
+		g.brk = nil
+	}
+	return g.brk
+}
+
+// breakerOpenUntil returns until when g's breaker is open at now, in µs
+// (0 = closed or half-open).
+func (g *gate) breakerOpenUntil(now int64) int64 {
+	if b := g.breakerAt(now); b != nil && b.openUntil > now {
+		return b.openUntil
+	}
+	return 0
+}
+
+// learningAt returns g's learned state at now, dropping it once it expired
+// (nil g or nothing learned: nil).
+func (g *gate) learningAt(now int64) *learning {
+	if g == nil || g.learn == nil {
+		return nil
+	}
+	if g.learn.expires <= now {
+		g.learn = nil
+	}
+	return g.learn
+}
+
+// free returns the time, in µs, after which g holds nothing: the gate can
+// be forgotten then. Operations that change g store it in g.freeAt.
+func (g *gate) free() int64 {
+	f := max(g.closedUntil, g.quota.reset)
+	for _, exp := range g.inflight {
+		f = max(f, exp)
+	}
+	if g.probe.id != "" {
+		f = max(f, g.probe.expires)
+	}
+	if g.learn != nil {
+		f = max(f, g.learn.expires)
+	}
+	if g.brk != nil {
+		f = max(f, g.brk.expires)
+	}
+	return f
+}
+
+// prune drops what expired at now: tickets, the probe slot, learned state
+// and the breaker. It reports whether nothing is left (the gate can go).
+func (g *gate) prune(now int64) (dead bool) {
+	for id, exp := range g.inflight {
+		if exp <= now {
+			delete(g.inflight, id)
+		}
+	}
+	if g.probe.id != "" && g.probe.expires <= now {
+		g.probe = probe{}
+	}
+	g.learningAt(now)
+	g.breakerAt(now)
+	return g.free() <= now
+}
+
+// evictBatch returns how many gates the bound evicts at once when a tenant
+// is full: 1/16 of the bound (at least one), so that the cost of finding
+// them (a pass over the tenant's gates) is amortized over as many gate
+// creations.
+func evictBatch(maxGates int) int { return max(maxGates/16, 1) }
+
+// lookup returns the gate of key, or nil.
+func (s *Store) lookup(key store.GateKey) *gate {
+	return s.tenants[key.Tenant][gateName{key.Scope, key.Credential}]
+}
+
+// newGate creates the gate of key, which must not exist, making room first
+// when the tenant holds s.maxGates gates. s.mu must be held.
+func (s *Store) newGate(key store.GateKey, now int64) *gate {
+	tg := s.tenants[key.Tenant]
+	if tg == nil {
+		tg = make(tenantGates)
+		s.tenants[key.Tenant] = tg
+	}
+	if len(tg) >= s.maxGates {
+		s.trim(tg, now)
+	}
+	g := &gate{}
+	tg[gateName{key.Scope, key.Credential}] = g
+	s.gateCount++
+	return g
+}
+
+// gateFor returns the gate of key, creating it when needed. s.mu must be held.
+func (s *Store) gateFor(key store.GateKey, g *gate, now int64) *gate {
+	if g != nil {
+		return g
+	}
+	return s.newGate(key, now)
+}
+
+// trim makes room in a full tenant: it forgets the gates that hold nothing
+// any more, and when that is not enough, evicts the gates that free
+// soonest, a batch at a time, until the tenant is a batch below the bound.
+// It looks only at this tenant's gates. s.mu must be held.
+func (s *Store) trim(tg tenantGates, now int64) {
+	cand := s.scratch[:0]
+	for name, g := range tg {
+		if g.freeAt <= now {
+			delete(tg, name)
+			s.gateCount--
+			continue
+		}
+		cand = append(cand, candidate{free: g.freeAt, name: name})
+	}
+	if drop := len(tg) - (s.maxGates - evictBatch(s.maxGates)); drop > 0 {
+		selectSoonest(cand, drop)
+		for _, c := range cand[:drop] {
+			delete(tg, c.name)
+			s.gateCount--
+		}
+	}
+	clear(cand) // drop the references to the names
+	s.scratch = cand[:0]
+}
+
+// candidate is a gate considered for eviction.
+type candidate struct {
+	free int64
+	name gateName
+}
+
+// selectSoonest reorders c so that its first k entries are the k that free
+// soonest (in no particular order): quickselect, linear on average.
+func selectSoonest(c []candidate, k int) {
+	lo, hi := 0, len(c)-1
+	for lo < hi {
+		// Median of three as the pivot, which keeps sorted input linear.
+		mid := lo + (hi-lo)/2
+		if c[mid].free < c[lo].free {
+			c[mid], c[lo] = c[lo], c[mid]
+		}
+		if c[hi].free < c[lo].free {
+			c[hi], c[lo] = c[lo], c[hi]
+		}
+		if c[hi].free < c[mid].free {
+			c[hi], c[mid] = c[mid], c[hi]
+		}
+		pivot := c[mid].free
+		i, j := lo, hi
+		for i <= j {
+			for c[i].free < pivot {
+				i++
+			}
+			for c[j].free > pivot {
+				j--
+			}
+			if i <= j {
+				c[i], c[j] = c[j], c[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+}
