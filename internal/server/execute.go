@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"sync"
 	"time"
@@ -74,16 +73,8 @@ func (e *Executor) egressFor(p *tenant.Policy) (*policyEgress, error) {
 		return pe.(*policyEgress), nil
 	}
 	opts := append([]egress.GuardOption(nil), e.GuardOptions...)
-	var prefixes []netip.Prefix
-	for _, s := range p.AllowDestinations {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, err
-		}
-		prefixes = append(prefixes, pfx)
-	}
-	if len(prefixes) > 0 {
-		opts = append(opts, egress.AllowPrefixes(prefixes...))
+	if len(p.AllowDestinations) > 0 {
+		opts = append(opts, egress.AllowPrefixes(p.AllowDestinations...))
 	}
 	if len(p.AllowPorts) > 0 {
 		opts = append(opts, egress.AllowPorts(p.AllowPorts...))

@@ -5,6 +5,8 @@ package tenant
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
@@ -34,8 +36,10 @@ type Policy struct {
 	// by default).
 	Breaker store.BreakerConfig
 	// AllowDestinations are address ranges this policy may reach even
-	// though they are special-purpose (loopback, private, ...).
-	AllowDestinations []string
+	// though they are special-purpose (loopback, private, ...), parsed
+	// once when the configuration loads; a single address is a /32 or
+	// /128.
+	AllowDestinations []netip.Prefix
 	// AllowPorts, when non-empty, are the only ports this policy may reach.
 	AllowPorts []uint16
 	// AllowHosts, when non-empty, are the only host names this policy may
@@ -88,10 +92,17 @@ func DefaultPolicy() *Policy {
 }
 
 // Dev returns the embedded default tenant: one default policy, with the
-// given extra destination ranges allowed (for example "127.0.0.1/32").
+// given extra destination ranges allowed, as CIDRs (for example
+// "127.0.0.1/32"). A range that is not a CIDR is an error.
 func Dev(allow []string) (*Tenant, error) {
 	p := DefaultPolicy()
-	p.AllowDestinations = append([]string(nil), allow...)
+	for _, s := range allow {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("allowed destination %q: %w", s, err)
+		}
+		p.AllowDestinations = append(p.AllowDestinations, pfx)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
