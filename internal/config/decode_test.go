@@ -161,3 +161,25 @@ func TestIssuesError(t *testing.T) {
 		t.Errorf("error %q, want %q", err.Error(), want)
 	}
 }
+
+// TestScalarPosition checks that a decoded value keeps the line and column
+// it was written at, for checks that run after decoding.
+func TestScalarPosition(t *testing.T) {
+	var d policyDoc
+	if err := yaml.Unmarshal([]byte("max_retries: 2\nbackoff:\n  cap: 10s\n"), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.MaxRetries == nil || d.MaxRetries.V != 2 || d.MaxRetries.Line() != 1 || d.MaxRetries.Column() != 14 {
+		t.Errorf("max_retries: %+v", d.MaxRetries)
+	}
+	if c := d.Backoff.Cap; c == nil || c.V != 10*time.Second || c.Line() != 3 || c.Column() != 8 {
+		t.Errorf("backoff.cap: %+v", c)
+	}
+	if d.MaxDelay != nil || d.Backoff.Base != nil {
+		t.Error("keys the mapping does not set are not nil")
+	}
+	var unset at
+	if unset.Line() != 0 || unset.Column() != 0 {
+		t.Error("an unset value has a position")
+	}
+}
