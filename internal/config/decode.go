@@ -48,14 +48,31 @@ import (
 // neither a column nor a path. decodeStruct gets the same strictness from the
 // same struct tags, with the position, path and suggestion of each key.
 //
-// Adding a section (the provider catalog's top-level and per-tenant
-// "providers:", for example) is: declare its struct as above, with scalar
-// fields for what an entry holds (header names, formats, CEL sources as str)
-// and a pointer field for an optional "extends"; add it as a field of fileDoc
-// or tenantDoc; check what spans several fields in its UnmarshalYAML (return
-// issues from errAt and issues.addf) or, for checks that need the rest of the
-// file, in the loader with loader.addf(v.node, path, ...), which places a
-// Problem on any decoded value's node; keyNode finds the key that set a field.
+// Adding a section is declaring its struct and adding it as a field where
+// it is written. The provider catalog's operator-defined entries, for
+// example, would be
+//
+//	type providerDoc struct {
+//		section
+//		Extends *str                         `yaml:"extends"` // nil: a new entry
+//		Hosts   *hostPatterns                `yaml:"hosts"`
+//		Headers *list[readerDoc, *readerDoc] `yaml:"headers"`
+//		Quota   *quotaDoc                    `yaml:"quota"`
+//		Rules   *list[ruleDoc, *ruleDoc]     `yaml:"rules"`
+//	}
+//
+// with Providers *dict[providerDoc, *providerDoc] `yaml:"providers"` in
+// fileDoc and in tenantDoc. A new kind of value (a CEL expression) is a
+// kind type whose parse checks what it can alone (see scalars.go). What
+// spans several fields of one entry is checked in the section's
+// UnmarshalYAML, which returns issues (errAt, issues.addf) with a path
+// below the entry. What needs the rest of the file (resolving extends: aws
+// against the built-in catalog, compiling CEL rules against the catalog's
+// environment) is checked by the loader, which places a Problem on any
+// decoded value with loader.addf(v.node, path, ...); keyNode and fieldKey
+// find the key that set a field, for problems about the key rather than
+// the value. A nil pointer field means "inherit" there as it does in
+// policies.
 
 // wantMapping describes a plain mapping in "want ..., got ..." messages.
 const wantMapping = "a mapping (key: value lines)"
@@ -200,7 +217,8 @@ func below(base, rel string) string {
 }
 
 // section is embedded in every decoded mapping type: the mapping's node,
-// and whether any of its keys had a problem.
+// and whether it had a problem (in one of its keys or values, or in the
+// checks of its own UnmarshalYAML).
 type section struct {
 	at
 	bad bool
@@ -211,28 +229,32 @@ func (s *section) key(name string) *yaml.Node { return keyNode(s.node, name) }
 
 // keyNode returns the key node of name in mapping m, or nil.
 func keyNode(m *yaml.Node, name string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == name {
-			return k
-		}
+	if i := keyIndex(m, name); i >= 0 {
+		return m.Content[i]
 	}
 	return nil
 }
 
 // valueNode returns the value node of key name in mapping m, or nil.
 func valueNode(m *yaml.Node, name string) *yaml.Node {
+	if i := keyIndex(m, name); i >= 0 {
+		return m.Content[i+1]
+	}
+	return nil
+}
+
+// keyIndex returns the index in m.Content of the first key name of
+// mapping m, or -1.
+func keyIndex(m *yaml.Node, name string) int {
 	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
+		return -1
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if k := m.Content[i]; k.Kind == yaml.ScalarNode && k.Value == name {
-			return m.Content[i+1]
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // decodeStruct decodes mapping n into v, a pointer to a struct that embeds
