@@ -183,3 +183,18 @@ func TestScalarPosition(t *testing.T) {
 		t.Error("an unset value has a position")
 	}
 }
+
+// TestKeyNeverEchoedOutsideAList checks that a plain key written as
+// api_key_sha256's value, without brackets, is not repeated either.
+func TestKeyNeverEchoedOutsideAList(t *testing.T) {
+	const secret = "sk-live-verysecretvalue"
+	body := "version: 1\ntenants:\n  - id: a\n    api_key_sha256: " + secret + " #<\n"
+	_, err := Parse("k.yaml", []byte(body))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), secret[:10]) {
+		t.Errorf("problem echoes the key: %v", err)
+	}
+	wantProblem(t, body, "tenants[0].api_key_sha256", "want a list of SHA-256 hashes", secret)
+}

@@ -14,10 +14,24 @@ import (
 
 // The lists and maps of a tenant.
 type (
-	apiKeyHashes = list[apiKeyHash, *apiKeyHash]
-	identities   = list[identity, *identity]
-	policyRefs   = dict[policyRef, *policyRef]
+	identities = list[identity, *identity]
+	policyRefs = dict[policyRef, *policyRef]
 )
+
+// apiKeyHashes is the list of a tenant's API-key hashes.
+type apiKeyHashes struct {
+	list[apiKeyHash, *apiKeyHash]
+}
+
+// UnmarshalYAML decodes the list. A value that is not a list is refused
+// without repeating it: it may be a plain key written without brackets.
+func (k *apiKeyHashes) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && !isNull(n) {
+		k.node = n
+		return errAt(n, "want a list of SHA-256 hashes (64 hex digits) in brackets, got a single value; store the hash of the key, never the key: printf %%s \"$KEY\" | sha256sum")
+	}
+	return k.list.UnmarshalYAML(n)
+}
 
 // tenantDoc is one entry of tenants as written. Tenants inherit nothing,
 // so only the fields whose absence means something are pointers.
