@@ -24,7 +24,34 @@
 //	      default: standard                            # share a policy by name
 //	      bulk: {extends: standard, max_retries: 5}    # or define one
 //
-// Every option defaults to the standard policy (tenant.DefaultPolicy).
+// # Decoding
+//
+// A file is parsed once by yaml.v3 into a node tree, then decoded into Go
+// structs that mirror it: fileDoc, tenantDoc, policyDoc and the policy's
+// sections (backoffDoc, budgetDoc, ...), whose yaml tags are the keys of
+// the file. Values are positioned scalars (scalar[T, K]: a duration, a
+// size, a bounded integer, a strict boolean, a CIDR, a header name, ...)
+// whose UnmarshalYAML(*yaml.Node) parses the value and keeps its node, so
+// its line and column; lists and mappings keep theirs too. A problem found
+// while decoding is returned, with its node and its path below the value,
+// instead of stopping the decoding, so every problem of the file is
+// reported. Unknown keys (with the closest known key as a suggestion),
+// duplicate keys, YAML aliases and merge keys are refused where they are
+// written. See decode.go for how a section is declared, and why yaml.v3's
+// own KnownFields is not what refuses unknown keys.
+//
+// A policy's fields are pointers; a nil field is not set, and the policy
+// keeps what it inherits: the shared policy it extends, else the standard
+// policy (tenant.DefaultPolicy). Loading applies each decoded policy over
+// what it inherits, checks what depends on both (a budget that would be
+// unlimited, pacing without a rate, breaker.max_open against open_for),
+// then validates the result with engine.Policy.Validate and places each of
+// the engine's field errors at the key that set the field, or, for a value
+// inherited through extends, at the key that contradicts it or at the
+// extends value. Values are parsed once, at load: allow_destinations
+// becomes []netip.Prefix, header names are checked, custom readers are
+// built.
+//
 // Tenants that reference the same shared policies share the *tenant.Policy
 // values and the policy map, so a file with many tenants stays small in
 // memory; nothing reachable from a Directory may be modified.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -18,6 +19,15 @@ import (
 const exampleFile = "../../testdata/config/two-tenants.yaml"
 
 func keyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// joinPrefixes writes prefixes as a comma-separated list.
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
 
 // TestTwoTenantExample loads the committed example used by the docs and the
 // end-to-end tests.
@@ -60,7 +70,7 @@ func TestTwoTenantExample(t *testing.T) {
 	if len(def.CustomBefore) != 1 || def.CustomBefore[0].Name() != "custom:x-wait-ms" || len(def.CustomAfter) != 0 {
 		t.Errorf("custom readers: %v / %v", def.CustomBefore, def.CustomAfter)
 	}
-	if strings.Join(def.AllowDestinations, ",") != "127.0.0.1/32,::1/128" {
+	if joinPrefixes(def.AllowDestinations) != "127.0.0.1/32,::1/128" {
 		t.Errorf("allow_destinations = %v", def.AllowDestinations)
 	}
 	// The reader resolves the custom header before GitHub's.
@@ -200,7 +210,7 @@ tenants:
 		{"bools", p.RetryUnsafeMethods && !p.RetryTransportErrors && p.GenerateIdempotencyKey && p.GateByCredential && p.FailClosed},
 		{"headers canonical", p.IdempotencyHeader == "X-Request-Id" && p.AttemptHeader == "X-Retry-Attempt"},
 		{"bodies", p.MaxRequestBody == 1<<20 && p.MaxResponseBody == 512<<10},
-		{"destinations", strings.Join(p.AllowDestinations, ",") == "10.20.0.0/16,192.168.1.7/32,fd00::/8"},
+		{"destinations", joinPrefixes(p.AllowDestinations) == "10.20.0.0/16,192.168.1.7/32,fd00::/8"},
 		{"ports", len(p.AllowPorts) == 2 && p.AllowPorts[0] == 443 && p.AllowPorts[1] == 8443},
 		{"hosts", len(p.AllowHosts) == 2 && p.AllowHosts[0] == "api.github.com" && p.AllowHosts[1] == "*.example.com"},
 		{"redirects", p.MaxRedirects == 3},

@@ -5,6 +5,7 @@ package tenant
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
@@ -26,8 +27,10 @@ type Policy struct {
 	// names none.
 	HostMap providers.HostMap
 	// AllowDestinations are address ranges this policy may reach even
-	// though they are special-purpose (loopback, private, ...).
-	AllowDestinations []string
+	// though they are special-purpose (loopback, private, ...), parsed
+	// once when the configuration loads; a single address is a /32 or
+	// /128.
+	AllowDestinations []netip.Prefix
 	// AllowPorts, when non-empty, are the only ports this policy may reach.
 	AllowPorts []uint16
 	// AllowHosts, when non-empty, are the only host names this policy may
@@ -49,16 +52,8 @@ func (p *Policy) Validate() error {
 	if err := p.Policy.Validate(); err != nil {
 		return err
 	}
-	prefixes := make([]netip.Prefix, 0, len(p.AllowDestinations))
-	for _, s := range p.AllowDestinations {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return &engine.FieldError{Field: "allow_destinations", Message: err.Error()}
-		}
-		prefixes = append(prefixes, pfx)
-	}
 	r, err := egress.NewRules(egress.RulesConfig{
-		AllowPrefixes: prefixes, AllowPorts: p.AllowPorts, AllowHosts: p.AllowHosts, MaxRedirects: p.MaxRedirects,
+		AllowPrefixes: p.AllowDestinations, AllowPorts: p.AllowPorts, AllowHosts: p.AllowHosts, MaxRedirects: p.MaxRedirects,
 	})
 	if err != nil {
 		return &engine.FieldError{Field: "allow_destinations", Message: err.Error()}
@@ -105,10 +100,17 @@ func DefaultPolicy() *Policy {
 }
 
 // Dev returns the embedded default tenant: one default policy, with the
-// given extra destination ranges allowed (for example "127.0.0.1/32").
+// given extra destination ranges allowed, as CIDRs (for example
+// "127.0.0.1/32"). A range that is not a CIDR is an error.
 func Dev(allow []string) (*Tenant, error) {
 	p := DefaultPolicy()
-	p.AllowDestinations = append([]string(nil), allow...)
+	for _, s := range allow {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("allowed destination %q: %w", s, err)
+		}
+		p.AllowDestinations = append(p.AllowDestinations, pfx)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

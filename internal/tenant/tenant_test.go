@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 )
 
@@ -17,7 +18,7 @@ func TestDevTenant(t *testing.T) {
 	if !ok || p != dev.Policies[DefaultPolicyName] {
 		t.Fatal("empty name must give the default policy")
 	}
-	if got := p.AllowDestinations; len(got) != 1 || got[0] != "127.0.0.1/32" {
+	if got := p.AllowDestinations; len(got) != 1 || got[0] != netip.MustParsePrefix("127.0.0.1/32") {
 		t.Fatalf("allow %v", got)
 	}
 	if p.MaxRetries != 3 || p.Budget.Ratio != 0.2 {
@@ -25,6 +26,9 @@ func TestDevTenant(t *testing.T) {
 	}
 	if _, ok := dev.Policy("nope"); ok {
 		t.Fatal("unknown policy found")
+	}
+	if _, err := Dev([]string{"10.0.0.0/33"}); err == nil {
+		t.Fatal("Dev accepted an invalid CIDR")
 	}
 }
 
