@@ -242,11 +242,11 @@ type rawMsg []byte
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*(v.(*rawMsg)))}, nil
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*rawMsg))}, nil
 }
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	*(v.(*rawMsg)) = data.Materialize()
+	*v.(*rawMsg) = data.Materialize()
 	return nil
 }
 
