@@ -254,58 +254,89 @@ func ParseISO8601(s string) (time.Time, bool) {
 // parseISOTime parses YYYY-MM-DDTHH:MM[:SS[.frac]]zone. lenient allows a
 // missing seconds field and a "±hhmm" offset.
 func parseISOTime(s string, lenient bool) (time.Time, bool) {
-	// "2026-12-01T12:01" is 16 bytes.
-	if len(s) < 17 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' {
+	// "2026-12-01T12:01" is 16 bytes, and a zone follows.
+	if len(s) < 17 || s[10] != 'T' && s[10] != 't' {
 		return time.Time{}, false
 	}
-	year, ok := parseDigits(s[0:4], 9999)
+	year, month, day, ok := parseISODate(s[:10])
 	if !ok {
 		return time.Time{}, false
 	}
-	month, ok1 := twoDigits(s[5:7])
-	day, ok2 := twoDigits(s[8:10])
-	hour, ok3 := twoDigits(s[11:13])
-	min, ok4 := twoDigits(s[14:16])
-	if !ok1 || !ok2 || !ok3 || !ok4 || month < 1 || month > 12 || day < 1 ||
-		day > daysIn(month, int(year)) || hour > 23 || min > 59 {
+	hour, minute, ok := parseISOClock(s[11:16])
+	if !ok {
 		return time.Time{}, false
 	}
-	r := s[16:]
-	sec, nanos := 0, 0
-	if r[0] == ':' {
-		if len(r) < 3 {
-			return time.Time{}, false
-		}
-		sec, ok = twoDigits(r[1:3])
-		if !ok || sec > 60 {
-			return time.Time{}, false
-		}
-		r = r[3:]
-		if len(r) > 0 && r[0] == '.' {
-			r = r[1:]
-			n := 0
-			for n < len(r) && r[n] >= '0' && r[n] <= '9' {
-				n++
-			}
-			if n == 0 {
-				return time.Time{}, false
-			}
-			scale := int(time.Second)
-			for i := 0; i < n && scale > 1; i++ {
-				scale /= 10
-				nanos += int(r[i]-'0') * scale
-			}
-			r = r[n:]
-		}
-	} else if !lenient {
+	sec, nanos, r, ok := parseISOSeconds(s[16:], lenient)
+	if !ok {
 		return time.Time{}, false
 	}
 	offset, ok := parseZone(r, lenient)
 	if !ok {
 		return time.Time{}, false
 	}
-	t := time.Date(int(year), time.Month(month), day, hour, min, sec, nanos, time.UTC)
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nanos, time.UTC)
 	return t.Add(-time.Duration(offset) * time.Second), true
+}
+
+// parseISODate parses YYYY-MM-DD, checking the day against the month.
+func parseISODate(s string) (year, month, day int, ok bool) {
+	if s[4] != '-' || s[7] != '-' {
+		return 0, 0, 0, false
+	}
+	y, ok := parseDigits(s[0:4], 9999)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	month, ok1 := twoDigits(s[5:7])
+	day, ok2 := twoDigits(s[8:10])
+	if !ok1 || !ok2 || month < 1 || month > 12 || day < 1 || day > daysIn(month, int(y)) {
+		return 0, 0, 0, false
+	}
+	return int(y), month, day, true
+}
+
+// parseISOClock parses HH:MM.
+func parseISOClock(s string) (hour, minute int, ok bool) {
+	if s[2] != ':' {
+		return 0, 0, false
+	}
+	hour, ok1 := twoDigits(s[0:2])
+	minute, ok2 := twoDigits(s[3:5])
+	return hour, minute, ok1 && ok2 && hour <= 23 && minute <= 59
+}
+
+// parseISOSeconds parses an optional ":SS[.frac]" (required unless
+// lenient) and returns the seconds, the fraction in nanoseconds (digits
+// beyond nanoseconds are read and dropped) and the rest of s.
+func parseISOSeconds(s string, lenient bool) (sec, nanos int, rest string, ok bool) {
+	if s == "" || s[0] != ':' {
+		return 0, 0, s, lenient
+	}
+	if len(s) < 3 {
+		return 0, 0, s, false
+	}
+	sec, ok = twoDigits(s[1:3])
+	if !ok || sec > 60 {
+		return 0, 0, s, false
+	}
+	s = s[3:]
+	if s == "" || s[0] != '.' {
+		return sec, 0, s, true
+	}
+	s = s[1:]
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	if n == 0 {
+		return 0, 0, s, false
+	}
+	scale := int(time.Second)
+	for i := 0; i < n && scale > 1; i++ {
+		scale /= 10
+		nanos += int(s[i]-'0') * scale
+	}
+	return sec, nanos, s[n:], true
 }
 
 // parseZone parses "Z", "±hh:mm" or, when lenient, "±hhmm", returning the
