@@ -99,12 +99,19 @@
 //     not accepted of the ended epoch, computed then, when its calls have
 //     come back; a call still out counts as accepted. After an epoch that
 //     began at a reopening, L is exact; after a fresh one it is a floor.
-//     Either way the epoch admits its first L calls freely (unregistered).
+//     Either way the epoch admits its first L calls at once, registered in
+//     flight (with a ticket, like calls against a known quota), so that
+//     their Complete tells the store they are back.
 //     A late result of the epoch before (anything but accepted) lowers L by
 //     one, as it would have had it come back in time; results of older
 //     epochs change nothing.
 //   - Beyond L, at most one unproven call is in flight: the probe
 //     ([Admission.Probe]), registered with a ticket that lives the ticket TTL.
+//     It goes only once the epoch's learned calls are back (Admit answers
+//     Held while any is registered in flight): an accepted probe must show
+//     room beyond them, not win a race against the slowest of them to the
+//     provider (which would raise L past the quota and cost a second
+//     refusal in the next window).
 //     While it is out, Admit answers [Admission.Held] with HeldFor, a short
 //     poll (at most 100 ms, and never beyond the probe's registration). An
 //     accepted probe raises L by one and frees the slot at once, so the next

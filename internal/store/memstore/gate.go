@@ -69,6 +69,24 @@ func (q *quota) apply(remaining, reset, now int64) {
 }
 
 // inFlight counts the live in-flight registrations on g (nil: none).
+// liveInFlight returns the number of live in-flight registrations on g and
+// the earliest expiry among them (µs).
+func (g *gate) liveInFlight(now int64) (int64, int64) {
+	if g == nil {
+		return 0, 0
+	}
+	n, first := int64(0), int64(0)
+	for _, exp := range g.inflight {
+		if exp > now {
+			n++
+			if first == 0 || exp < first {
+				first = exp
+			}
+		}
+	}
+	return n, first
+}
+
 func (g *gate) inFlight(now int64) int64 {
 	if g == nil {
 		return 0

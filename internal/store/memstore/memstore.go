@@ -147,6 +147,17 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 	if isProbe && g.probe.live(now) {
 		return store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(g.probe.expires-now)*time.Microsecond)}, nil
 	}
+	// A learning probe goes only once the epoch's learned calls are back:
+	// an accepted probe must show room beyond them, not win a race
+	// against the slowest of them to the provider.
+	if forLearning && !forBreaker {
+		if n, first := g.liveInFlight(now); n > 0 {
+			return store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(first-now)*time.Microsecond)}, nil
+		}
+	}
+	// In an epoch with a learned quota, the learned calls are registered in
+	// flight (their Complete says they are back).
+	learned := l != nil && l.known && !isProbe
 
 	var adm store.Admission
 	if interval := int64(req.Pace.Interval() / time.Microsecond); interval > 0 {
@@ -169,11 +180,11 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 	// In-flight counts matter only while the gate has a known quota: only
 	// then is the attempt registered (g exists, holding that quota). A
 	// probe is registered in the gate's probe slot.
-	if known || isProbe {
+	if known || isProbe || learned {
 		s.nextID++
 		adm.Ticket.ID = "m" + strconv.FormatUint(s.nextID, 36)
 	}
-	if known {
+	if known || learned {
 		if g.inflight == nil {
 			g.inflight = make(map[string]int64)
 		}

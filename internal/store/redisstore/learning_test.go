@@ -189,7 +189,9 @@ func TestLearningBreakerOneRoundTrip(t *testing.T) {
 	}
 
 	// A refusal ends the epoch (one Complete); at the reopening, L = 199
-	// calls pass, then a probe, then Held: each one EVALSHA.
+	// calls pass, registered in flight; the next is held until they are
+	// back (each back is one Complete); then a probe, then Held: each one
+	// EVALSHA.
 	reopen := t0.Add(2 * time.Second)
 	if _, err := s.Complete(ctx, store.CompleteRequest{
 		Gate: g, Ticket: tickets[0], Result: store.ResultRefused, Learning: learn, Breaker: brk,
@@ -203,9 +205,23 @@ func TestLearningBreakerOneRoundTrip(t *testing.T) {
 	if a := admitOnce("closed gate", reopen.Add(-time.Millisecond)); !a.GateClosedUntil.Equal(reopen) {
 		t.Fatalf("Admit on the closed gate = %+v", a)
 	}
+	var learned []store.Ticket
 	for i := range n - 1 {
-		if a := admitOnce("within L", reopen.Add(time.Duration(i)*time.Microsecond)); !a.Admitted() || a.Probe || a.Ticket.ID != "" {
-			t.Fatalf("Admit %d within L = %+v", i+1, a)
+		a := admitOnce("within L", reopen.Add(time.Duration(i)*time.Microsecond))
+		if !a.Admitted() || a.Probe || a.Ticket.ID == "" {
+			t.Fatalf("Admit %d within L = %+v, want admitted and registered", i+1, a)
+		}
+		learned = append(learned, a.Ticket)
+	}
+	if a := admitOnce("learned calls out", reopen.Add(time.Millisecond)); !a.Held {
+		t.Fatalf("Admit beyond L with the learned calls out = %+v, want held", a)
+	}
+	for _, tk := range learned {
+		if _, err := s.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: tk, Result: store.ResultAccepted, Learning: learn, Breaker: brk, Now: reopen.Add(time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+		if cmds := log.take(); len(cmds) != 1 || cmds[0] != "evalsha" {
+			t.Fatalf("Complete sent %q, want one evalsha", cmds)
 		}
 	}
 	if a := admitOnce("probe", reopen.Add(time.Millisecond)); !a.Probe || a.Ticket.ID == "" {

@@ -382,6 +382,19 @@ if probe and s.pi ~= '' then
   finish(0)
   return {4, 0, math.min(tonumber(ARGV[13]), s.px - now), 0, 0, 0}
 end
+-- A learning probe goes only once the epoch's learned calls are back: an
+-- accepted probe must show room beyond them, not win a race against the
+-- slowest of them to the provider.
+if for_l and not for_b then
+  local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #first > 0 then
+    finish(0)
+    return {4, 0, math.min(tonumber(ARGV[13]), tonumber(first[2]) - now), 0, 0, 0}
+  end
+end
+-- In an epoch with a learned quota, the learned calls are registered in
+-- flight (their Complete says they are back).
+local learned = learn and s.lk and not probe
 local wait = 0
 local interval = tonumber(ARGV[4])
 if interval > 0 then
@@ -401,7 +414,7 @@ if window > 0 then
   budget_bump(KEYS[4], now, window, 'q', margin)
 end
 local free, registered, epoch = 0, 0, 0
-if known then
+if known or learned then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', fmt(now))
   redis.call('ZADD', KEYS[2], fmt(now + ttl), id)
   local keep = math.ceil(ttl / 1000) + margin

@@ -23,19 +23,52 @@ func ladmit(t *testing.T, s store.Store, g store.GateKey, now time.Time) store.A
 }
 
 // mustPass admits an attempt on g with learning on and checks that it went
-// within the learned quota (or in a fresh epoch): admitted, no probe,
-// nothing registered, in epoch (any non-zero epoch when epoch is 0). It
-// returns the admission's ticket (its Epoch set).
+// within the learned quota (or in a fresh epoch): admitted, no probe, in
+// epoch (any non-zero epoch when epoch is 0). Within a learned quota the
+// attempt is registered in flight (its Complete says it is back); in a
+// fresh epoch nothing is registered. It returns the admission's ticket
+// (its Epoch set).
 func mustPass(t *testing.T, s store.Store, g store.GateKey, now time.Time, epoch int64) store.Ticket {
 	t.Helper()
 	a := ladmit(t, s, g, now)
-	if !a.Admitted() || a.Probe || a.Held || a.Ticket.ID != "" {
-		t.Fatalf("learning Admit at %s = %+v, want admitted within the quota: no probe, nothing registered", fmtTime(now), a)
+	if !a.Admitted() || a.Probe || a.Held {
+		t.Fatalf("learning Admit at %s = %+v, want admitted within the quota, no probe", fmtTime(now), a)
 	}
 	if a.Ticket.Epoch == 0 || epoch != 0 && a.Ticket.Epoch != epoch {
 		t.Fatalf("learning Admit at %s: epoch %d, want %s", fmtTime(now), a.Ticket.Epoch, epochWant(epoch))
 	}
 	return a.Ticket
+}
+
+// mustPassFresh is mustPass in a fresh epoch: nothing registered.
+func mustPassFresh(t *testing.T, s store.Store, g store.GateKey, now time.Time, epoch int64) store.Ticket {
+	t.Helper()
+	tk := mustPass(t, s, g, now, epoch)
+	if tk.ID != "" {
+		t.Fatalf("fresh-epoch Admit at %s registered %q, want nothing registered", fmtTime(now), tk.ID)
+	}
+	return tk
+}
+
+// mustPassLearned is mustPass within a learned quota: registered.
+func mustPassLearned(t *testing.T, s store.Store, g store.GateKey, now time.Time, epoch int64) store.Ticket {
+	t.Helper()
+	tk := mustPass(t, s, g, now, epoch)
+	if tk.ID == "" {
+		t.Fatalf("Admit within a learned quota at %s registered nothing; the probe could not wait for it", fmtTime(now))
+	}
+	return tk
+}
+
+// back completes learned calls as accepted at now: they are back.
+func back(t *testing.T, s store.Store, g store.GateKey, now time.Time, tickets ...store.Ticket) {
+	t.Helper()
+	for _, tk := range tickets {
+		r := lcomplete(t, s, g, tk, store.ResultAccepted, store.Observation{}, now)
+		if !r.RetryAllowed {
+			t.Fatal("Complete without a retry to spend refused a retry")
+		}
+	}
 }
 
 func epochWant(epoch int64) string {
@@ -102,7 +135,7 @@ func learnQuota(t *testing.T, s store.Store, g store.GateKey, at time.Time, n, r
 	}
 	var tickets []store.Ticket
 	for i := range n {
-		tickets = append(tickets, mustPass(t, s, g, at.Add(ms(i)), 0))
+		tickets = append(tickets, mustPassFresh(t, s, g, at.Add(ms(i)), 0))
 	}
 	epoch := tickets[0].Epoch
 	for i, tk := range tickets {
@@ -125,13 +158,13 @@ func learnQuota(t *testing.T, s store.Store, g store.GateKey, at time.Time, n, r
 // epoch, in which nothing is known: every Admit passes, unregistered, in
 // that epoch.
 func testLearnFreshEpoch(t *testing.T, s store.Store) {
-	first := mustPass(t, s, gh, T0, 0)
+	first := mustPassFresh(t, s, gh, T0, 0)
 	for i := range 50 {
-		mustPass(t, s, gh, T0.Add(ms(i)), first.Epoch)
+		mustPassFresh(t, s, gh, T0.Add(ms(i)), first.Epoch)
 	}
 	wantTime(t, "GateState", gateState(t, s, gh, T0.Add(ms(60))), time.Time{})
 	// Another gate has its own epoch.
-	if tk := mustPass(t, s, other, T0, 0); tk.Epoch == 0 {
+	if tk := mustPassFresh(t, s, other, T0, 0); tk.Epoch == 0 {
 		t.Fatal("no epoch on another gate")
 	}
 }
@@ -141,12 +174,18 @@ func testLearnFreshEpoch(t *testing.T, s store.Store) {
 // calls, then one probe, and holds the rest.
 func testLearnFloor(t *testing.T, s store.Store) {
 	fresh, reopen := learnQuota(t, s, gh, T0, 6, 3) // L = 3
-	p := mustPass(t, s, gh, reopen, 0)
+	p := mustPassLearned(t, s, gh, reopen, 0)
 	if p.Epoch == fresh {
 		t.Fatalf("the reopening started no new epoch (still %d)", fresh)
 	}
-	mustPass(t, s, gh, reopen.Add(ms(1)), p.Epoch)
-	mustPass(t, s, gh, reopen.Add(ms(2)), p.Epoch)
+	p2 := mustPassLearned(t, s, gh, reopen.Add(ms(1)), p.Epoch)
+	p3 := mustPassLearned(t, s, gh, reopen.Add(ms(2)), p.Epoch)
+	// The probe waits until the learned calls are back: an accepted probe
+	// must show room beyond them, not win a race against one of them.
+	mustHold(t, s, lreq(gh, reopen.Add(ms(3))), heldPoll)
+	back(t, s, gh, reopen.Add(ms(3)), p, p2)
+	mustHold(t, s, lreq(gh, reopen.Add(ms(3))), heldPoll)
+	back(t, s, gh, reopen.Add(ms(3)), p3)
 	probe := mustProbe(t, s, lreq(gh, reopen.Add(ms(3))))
 	if probe.Epoch != p.Epoch {
 		t.Fatalf("probe in epoch %d, want %d", probe.Epoch, p.Epoch)
@@ -173,13 +212,11 @@ func testLearnFloor(t *testing.T, s store.Store) {
 // slot at once: the next call probes.
 func testLearnProbeAccepted(t *testing.T, s store.Store) {
 	_, reopen := learnQuota(t, s, gh, T0, 4, 2) // L = 2
-	b1 := mustPass(t, s, gh, reopen, 0)
+	b1 := mustPassLearned(t, s, gh, reopen, 0)
 	e := b1.Epoch
-	mustPass(t, s, gh, reopen, e)
-	// A call within L that completes accepted (the engine completes one
-	// when it has an observation to record or a retry to spend) proves
-	// nothing new: L stays 2.
-	lcomplete(t, s, gh, b1, store.ResultAccepted, store.Observation{}, reopen.Add(ms(1)))
+	b2 := mustPassLearned(t, s, gh, reopen, e)
+	// Calls within L that come back accepted prove nothing new: L stays 2.
+	back(t, s, gh, reopen.Add(ms(1)), b1, b2)
 	now := reopen
 	for i := range 3 {
 		now = now.Add(ms(10))
@@ -194,10 +231,12 @@ func testLearnProbeAccepted(t *testing.T, s store.Store) {
 	probe := mustProbe(t, s, lreq(gh, now.Add(ms(10))))
 	until := now.Add(3 * time.Second)
 	refuse(t, s, gh, probe, now.Add(ms(20)), until)
-	e2 := mustPass(t, s, gh, until, 0).Epoch
+	c1 := mustPassLearned(t, s, gh, until, 0)
+	cs := []store.Ticket{c1}
 	for i := range 4 {
-		mustPass(t, s, gh, until.Add(ms(i+1)), e2)
+		cs = append(cs, mustPassLearned(t, s, gh, until.Add(ms(i+1)), c1.Epoch))
 	}
+	back(t, s, gh, until.Add(ms(9)), cs...)
 	mustProbe(t, s, lreq(gh, until.Add(ms(10))))
 }
 
@@ -206,9 +245,9 @@ func testLearnProbeAccepted(t *testing.T, s store.Store) {
 // accepted (an exact L, since that epoch began at a reopening).
 func testLearnProbeRefused(t *testing.T, s store.Store) {
 	_, reopen := learnQuota(t, s, gh, T0, 5, 2) // L = 3
-	e := mustPass(t, s, gh, reopen, 0).Epoch
-	mustPass(t, s, gh, reopen, e)
-	mustPass(t, s, gh, reopen, e)
+	b1 := mustPassLearned(t, s, gh, reopen, 0)
+	e := b1.Epoch
+	back(t, s, gh, reopen, b1, mustPassLearned(t, s, gh, reopen, e), mustPassLearned(t, s, gh, reopen, e))
 	p1 := mustProbe(t, s, lreq(gh, reopen.Add(ms(1))))
 	lcomplete(t, s, gh, p1, store.ResultAccepted, store.Observation{}, reopen.Add(ms(2))) // L = 4
 	p2 := mustProbe(t, s, lreq(gh, reopen.Add(ms(3))))
@@ -217,13 +256,15 @@ func testLearnProbeRefused(t *testing.T, s store.Store) {
 	wantTime(t, "refused probe: GateClosedUntil", r.GateClosedUntil, until)
 	refuseAt(t, s, gh, reopen.Add(ms(5)), until)
 	// Accepted 4 of 5: the next epoch admits 4, then probes.
-	e2 := mustPass(t, s, gh, until, 0).Epoch
-	if e2 == e {
+	c1 := mustPassLearned(t, s, gh, until, 0)
+	if c1.Epoch == e {
 		t.Fatal("the refused probe did not end its epoch")
 	}
+	cs := []store.Ticket{c1}
 	for i := range 3 {
-		mustPass(t, s, gh, until.Add(ms(i)), e2)
+		cs = append(cs, mustPassLearned(t, s, gh, until.Add(ms(i)), c1.Epoch))
 	}
+	back(t, s, gh, until.Add(ms(4)), cs...)
 	mustProbe(t, s, lreq(gh, until.Add(ms(5))))
 	mustHold(t, s, lreq(gh, until.Add(ms(6))), heldPoll)
 }
@@ -232,18 +273,19 @@ func testLearnProbeRefused(t *testing.T, s store.Store) {
 // which lowers L.
 func testLearnShrink(t *testing.T, s store.Store) {
 	_, reopen := learnQuota(t, s, gh, T0, 8, 2) // L = 6
-	e := mustPass(t, s, gh, reopen, 0).Epoch
-	var tickets []store.Ticket
+	first := mustPassLearned(t, s, gh, reopen, 0)
+	tickets := []store.Ticket{first}
 	for i := range 3 {
-		tickets = append(tickets, mustPass(t, s, gh, reopen.Add(ms(i+1)), e))
+		tickets = append(tickets, mustPassLearned(t, s, gh, reopen.Add(ms(i+1)), first.Epoch))
 	}
 	// The provider now takes only 2: the 3rd and 4th are refused.
 	until := reopen.Add(2 * time.Second)
-	refuse(t, s, gh, tickets[1], reopen.Add(ms(50)), until)
-	refuse(t, s, gh, tickets[2], reopen.Add(ms(51)), until)
+	back(t, s, gh, reopen.Add(ms(40)), tickets[0], tickets[1])
+	refuse(t, s, gh, tickets[2], reopen.Add(ms(50)), until)
+	refuse(t, s, gh, tickets[3], reopen.Add(ms(51)), until)
 	// 4 admitted, 2 refused: L = 2.
-	e2 := mustPass(t, s, gh, until, 0).Epoch
-	mustPass(t, s, gh, until, e2)
+	c1 := mustPassLearned(t, s, gh, until, 0)
+	back(t, s, gh, until, c1, mustPassLearned(t, s, gh, until, c1.Epoch))
 	mustProbe(t, s, lreq(gh, until.Add(ms(1))))
 }
 
@@ -265,9 +307,11 @@ func testLearnLateResults(t *testing.T, s store.Store) {
 	lcomplete(t, s, gh, a[2], store.ResultFailed, store.Observation{}, T0.Add(ms(102)))
 	lcomplete(t, s, gh, a[3], store.ResultNone, store.Observation{}, T0.Add(ms(103)))
 	// A: admitted 6 − 1 given back, 3 not accepted: L = 2.
-	b1 := mustPass(t, s, gh, reopen, 0)
+	b1 := mustPassLearned(t, s, gh, reopen, 0)
 	// a5 comes back failed after B started: L = 1, which b1 used.
 	lcomplete(t, s, gh, a[4], store.ResultFailed, store.Observation{}, reopen.Add(ms(1)))
+	mustHold(t, s, lreq(gh, reopen.Add(ms(1))), heldPoll) // b1 is still out
+	back(t, s, gh, reopen.Add(ms(2)), b1)
 	probe := mustProbe(t, s, lreq(gh, reopen.Add(ms(2))))
 	if probe.Epoch != b1.Epoch {
 		t.Fatalf("probe in epoch %d, want %d", probe.Epoch, b1.Epoch)
@@ -286,13 +330,13 @@ func testLearnLateResults(t *testing.T, s store.Store) {
 	// B ends with p2 refused: admitted 3, not accepted 1: L = 2 for C.
 	until := again.Add(2 * time.Second)
 	refuse(t, s, gh, p2, again.Add(ms(10)), until)
-	c1 := mustPass(t, s, gh, until, 0)
+	c1 := mustPassLearned(t, s, gh, until, 0)
 	// Results from A, now older than the epoch before, change nothing: not
 	// even a refusal ends C.
 	lcomplete(t, s, gh, a[4], store.ResultFailed, store.Observation{}, until.Add(ms(1)))
 	lcomplete(t, s, gh, a[3], store.ResultNone, store.Observation{}, until.Add(ms(1)))
 	lcomplete(t, s, gh, store.Ticket{Epoch: a[0].Epoch}, store.ResultRefused, store.Observation{}, until.Add(ms(1)))
-	mustPass(t, s, gh, until.Add(ms(2)), c1.Epoch)
+	back(t, s, gh, until.Add(ms(2)), c1, mustPassLearned(t, s, gh, until.Add(ms(2)), c1.Epoch))
 	mustProbe(t, s, lreq(gh, until.Add(ms(3))))
 }
 
@@ -300,10 +344,10 @@ func testLearnLateResults(t *testing.T, s store.Store) {
 // share of L back; a probe not sent frees the slot.
 func testLearnNoneGivesShareBack(t *testing.T, s store.Store) {
 	_, reopen := learnQuota(t, s, gh, T0, 4, 2) // L = 2
-	b1 := mustPass(t, s, gh, reopen, 0)
-	mustPass(t, s, gh, reopen, b1.Epoch)
+	b1 := mustPassLearned(t, s, gh, reopen, 0)
+	b2 := mustPassLearned(t, s, gh, reopen, b1.Epoch)
 	lcomplete(t, s, gh, b1, store.ResultNone, store.Observation{}, reopen.Add(ms(1)))
-	mustPass(t, s, gh, reopen.Add(ms(2)), b1.Epoch)
+	back(t, s, gh, reopen.Add(ms(2)), b2, mustPassLearned(t, s, gh, reopen.Add(ms(2)), b1.Epoch))
 	p := mustProbe(t, s, lreq(gh, reopen.Add(ms(3))))
 	mustHold(t, s, lreq(gh, reopen.Add(ms(4))), heldPoll)
 	lcomplete(t, s, gh, p, store.ResultNone, store.Observation{}, reopen.Add(ms(5)))
@@ -320,7 +364,7 @@ func testLearnNoneGivesShareBack(t *testing.T, s store.Store) {
 // frees the new probe's slot.
 func testLearnProbeExpiry(t *testing.T, s store.Store) {
 	_, reopen := learnQuota(t, s, gh, T0, 2, 1) // L = 1
-	mustPass(t, s, gh, reopen, 0)
+	back(t, s, gh, reopen, mustPassLearned(t, s, gh, reopen, 0))
 	p := mustProbe(t, s, lreq(gh, reopen))
 	expires := reopen.Add(store.DefaultTicketTTL)
 	mustHold(t, s, lreq(gh, reopen.Add(time.Second)), heldPoll)
@@ -349,9 +393,11 @@ func testLearnIdleExpiry(t *testing.T, s store.Store) {
 	// L = 1: one passes, then the probe, at the reopening and a minute on
 	// (each Admit keeps learned state a minute more).
 	last := reopen.Add(time.Minute - time.Microsecond)
-	if a := admit(t, s, req(reopen)); !a.Admitted() || a.Probe {
-		t.Fatalf("first Admit at the reopening = %+v, want admitted within L", a)
+	a := admit(t, s, req(reopen))
+	if !a.Admitted() || a.Probe || a.Ticket.ID == "" {
+		t.Fatalf("first Admit at the reopening = %+v, want admitted within L, registered", a)
 	}
+	complete(t, s, store.CompleteRequest{Gate: gh, Ticket: a.Ticket, Result: store.ResultAccepted, Learning: cfg, Now: reopen})
 	mustProbe(t, s, req(reopen.Add(ms(1))))
 	mustHold(t, s, req(last), heldPoll)
 	// A minute after the last Admit, L is forgotten: a fresh epoch (the
@@ -381,9 +427,11 @@ func testLearnIdleExpiry(t *testing.T, s store.Store) {
 	r = complete(t, s, store.CompleteRequest{Gate: long, Ticket: c1.Ticket, Result: store.ResultRefused, Learning: cfg, Obs: store.Observation{CloseUntil: hours}, Now: T0})
 	wantTime(t, "a refusal closing for 3 h", r.GateClosedUntil, hours)
 	later := hours.Add(time.Minute - time.Microsecond)
-	if a := admit(t, s, lreq2(later)); !a.Admitted() || a.Probe || a.Ticket.Epoch == c1.Ticket.Epoch {
+	a = admit(t, s, lreq2(later))
+	if !a.Admitted() || a.Probe || a.Ticket.Epoch == c1.Ticket.Epoch {
 		t.Fatalf("first Admit after a 3 h close = %+v, want admitted within L = 1, in a new epoch", a)
 	}
+	complete(t, s, store.CompleteRequest{Gate: long, Ticket: a.Ticket, Result: store.ResultAccepted, Learning: cfg, Now: later})
 	mustProbe(t, s, lreq2(later))
 
 	// The idle expiry counts from the last Admit: 59 s on, L still holds.
@@ -443,7 +491,7 @@ func testLearnDisabled(t *testing.T, s store.Store) {
 	// A gate learned by one policy does not hold another policy's calls
 	// that have learning off.
 	_, reopen2 := learnQuota(t, s, other, T0, 2, 1) // L = 1
-	mustPass(t, s, other, reopen2, 0)
+	back(t, s, other, reopen2, mustPassLearned(t, s, other, reopen2, 0))
 	mustProbe(t, s, lreq(other, reopen2))
 	for i := range 5 {
 		a := mustNotRegister(t, s, store.AdmitRequest{Gate: other, Now: reopen2.Add(ms(i))})
@@ -453,37 +501,46 @@ func testLearnDisabled(t *testing.T, s store.Store) {
 	}
 }
 
-// testLearnConcurrentProbe: concurrent Admits beyond L let exactly one
-// probe go and hold the rest.
+// testLearnConcurrentProbe: concurrent Admits at a reopening let exactly L
+// go and hold the rest; once those are back, concurrent Admits let exactly
+// one probe go.
 func testLearnConcurrentProbe(t *testing.T, s store.Store) {
 	_, reopen := learnQuota(t, s, gh, T0, 5, 2) // L = 3
 	const workers = 24
-	var mu sync.Mutex
-	var passed, probes, held int
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			a, err := s.Admit(context.Background(), lreq(gh, reopen))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case a.Held:
-				held++
-			case a.Admitted() && a.Probe && a.Ticket.ID != "":
-				probes++
-			case a.Admitted() && !a.Probe && a.Ticket.ID == "":
-				passed++
-			default:
-				t.Errorf("Admit = %+v", a)
-			}
-		})
+	burst := func(now time.Time) (passed []store.Ticket, probes, held int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				a, err := s.Admit(context.Background(), lreq(gh, now))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case a.Held:
+					held++
+				case a.Admitted() && a.Probe && a.Ticket.ID != "":
+					probes++
+				case a.Admitted() && !a.Probe && a.Ticket.ID != "":
+					passed = append(passed, a.Ticket)
+				default:
+					t.Errorf("Admit = %+v", a)
+				}
+			})
+		}
+		wg.Wait()
+		return passed, probes, held
 	}
-	wg.Wait()
-	if passed != 3 || probes != 1 || held != workers-4 {
-		t.Fatalf("%d passed, %d probes, %d held; want 3, 1 and %d", passed, probes, held, workers-4)
+	passed, probes, held := burst(reopen)
+	if len(passed) != 3 || probes != 0 || held != workers-3 {
+		t.Fatalf("at the reopening: %d passed, %d probes, %d held; want 3, 0 and %d", len(passed), probes, held, workers-3)
+	}
+	back(t, s, gh, reopen.Add(ms(1)), passed...)
+	again, probes, held := burst(reopen.Add(ms(2)))
+	if len(again) != 0 || probes != 1 || held != workers-1 {
+		t.Fatalf("once they are back: %d passed, %d probes, %d held; want 0, 1 and %d", len(again), probes, held, workers-1)
 	}
 }
