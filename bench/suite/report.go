@@ -133,13 +133,17 @@ func (r *Report) Targets() []Target {
 	if st := r.Stream; st != nil {
 		if st.Single.Streams > 0 {
 			lim := int64(32 << 20)
-			out = append(out, Target{fmt.Sprintf("one %s download through ExecuteStream: broker RSS growth ≤ 32 MiB", fmtBytes(float64(st.Single.Bytes))),
-				fmtBytes(float64(st.Single.Growth())), yesNo(st.Single.Growth() <= lim)})
+			out = append(out, Target{
+				fmt.Sprintf("one %s download through ExecuteStream: broker RSS growth ≤ 32 MiB", fmtBytes(float64(st.Single.Bytes))),
+				fmtBytes(float64(st.Single.Growth())), yesNo(st.Single.Growth() <= lim),
+			})
 		}
 		if st.Concurrent.Streams > 0 {
 			lim := int64(256 << 20)
-			out = append(out, Target{fmt.Sprintf("%d concurrent %s downloads: broker RSS growth ≤ 256 MiB", st.Concurrent.Streams, fmtBytes(float64(st.Concurrent.Bytes))),
-				fmtBytes(float64(st.Concurrent.Growth())), yesNo(st.Concurrent.Growth() <= lim)})
+			out = append(out, Target{
+				fmt.Sprintf("%d concurrent %s downloads: broker RSS growth ≤ 256 MiB", st.Concurrent.Streams, fmtBytes(float64(st.Concurrent.Bytes))),
+				fmtBytes(float64(st.Concurrent.Growth())), yesNo(st.Concurrent.Growth() <= lim),
+			})
 		}
 		if x, ok := st.ThroughputRatio(); ok {
 			out = append(out, Target{"ExecuteStream bytes/s ≥ 80% of a minimal gRPC streaming forwarder", fmt.Sprintf("%.1f%%", 100*x), yesNo(x >= 0.80)})
