@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
 // Target is one of the targets, evaluated on the run.
@@ -434,6 +435,19 @@ func (r *Report) Findings() []string {
 				b.UpstreamConns, float64(b.Calls)/float64(b.UpstreamConns), f.UpstreamConns, egress.DefaultMaxIdleConnsPerHost, egress.DefaultMaxIdleConnsPerHost)
 		}
 		out = append(out, msg)
+	}
+	if st := r.Stream; st != nil {
+		for _, m := range []StreamMemory{st.Single, st.Concurrent} {
+			lim := int64(32 << 20)
+			if m.Streams > 1 {
+				lim = 256 << 20
+			}
+			if m.Streams == 0 || m.Growth() <= lim {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%d concurrent %s downloads: RSS growth %s, %s per stream; the Go heap in use at the peak was %s: the growth is Go heap, not memory the runtime kept (the engine itself holds one %s buffer per stream).",
+				m.Streams, fmtBytes(float64(m.Bytes)), fmtBytes(float64(m.Growth())), fmtBytes(float64(m.Growth())/float64(m.Streams)), fmtBytes(float64(m.PeakHeap)), fmtBytes(float64(engine.StreamChunkSize))))
+		}
 	}
 	for _, c := range r.Overhead.Concurrency {
 		if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, c); ok && x < 0.90 {
