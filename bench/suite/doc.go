@@ -41,7 +41,7 @@ broker processes built from ` + "`./cmd/broker`" + `.
 
 `)
 	b.WriteString("## Reproduce\n\n```sh\n" + r.Command + "\n```\n\n")
-	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,overhead,parked,scale` runs some scenarios only, `-styles github,azure,jira` some provider styles only; `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
+	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,overhead,parked,scale,stream` runs some scenarios only, `-styles github,azure,jira` some provider styles only; `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
 	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| run time | %s |\n\n",
 		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), r.Elapsed.Round(time.Second))
@@ -184,6 +184,32 @@ proxy between the broker and Redis.
 `)
 	b.WriteString(r.ScaleTables())
 	b.WriteString("\n")
+	if r.Stream != nil {
+		b.WriteString("## 5. Streaming\n\n")
+		b.WriteString(`ExecuteStream, run alone with ` + "`go run ./bench/cmd/benchsuite -only stream`" + `.
+
+Memory: a broker process (a --config tenant with two policies, so that 100
+streams fit under the default stream.max_concurrent of 64 per policy) streams
+downloads from a local upstream (Content-Length bodies) to a gRPC caller in
+the suite's process that reads and discards them. The broker's resident set
+(VmRSS) is read after a warm-up, then every 10 ms while the downloads run;
+growth is the highest sample minus the first.
+
+Throughput: one stream at a time downloads the same body from the same
+upstream through the broker's ExecuteStream and through a minimal gRPC
+streaming forwarder (bench/baseline.StreamForwarder: http.Do, then the body
+in 32 KiB chunks; no retries, guard, store or limits), both served in the
+suite's process with the broker's server options, in alternating rounds. The
+ratio is the median of the per-round ratios.
+
+Time to first byte: from starting the call to receiving the first body byte,
+through the broker process (ExecuteStream, first chunk) and by direct HTTP to
+the same upstream, at each concurrency, in a closed loop.
+
+`)
+		b.WriteString(r.StreamTables())
+		b.WriteString("\n")
+	}
 	if o := r.Observations(); len(o) > 0 {
 		b.WriteString("Observations:\n\n")
 		b.WriteString(bulletList(o))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
 // Target is one of the targets, evaluated on the run.
@@ -128,6 +129,25 @@ func (r *Report) Targets() []Target {
 	for _, c := range r.Overhead.Concurrency {
 		if x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c); ok {
 			out = append(out, Target{fmt.Sprintf("Execute ≥ 85%% of the minimal forwarder, concurrency %d", c), fmt.Sprintf("%.1f%%", 100*x), yesNo(x >= 0.85)})
+		}
+	}
+	if st := r.Stream; st != nil {
+		if st.Single.Streams > 0 {
+			lim := int64(32 << 20)
+			out = append(out, Target{
+				fmt.Sprintf("one %s download through ExecuteStream: broker RSS growth ≤ 32 MiB", fmtBytes(float64(st.Single.Bytes))),
+				fmtBytes(float64(st.Single.Growth())), yesNo(st.Single.Growth() <= lim),
+			})
+		}
+		if st.Concurrent.Streams > 0 {
+			lim := int64(256 << 20)
+			out = append(out, Target{
+				fmt.Sprintf("%d concurrent %s downloads: broker RSS growth ≤ 256 MiB", st.Concurrent.Streams, fmtBytes(float64(st.Concurrent.Bytes))),
+				fmtBytes(float64(st.Concurrent.Growth())), yesNo(st.Concurrent.Growth() <= lim),
+			})
+		}
+		if x, ok := st.ThroughputRatio(); ok {
+			out = append(out, Target{"ExecuteStream bytes/s ≥ 80% of a minimal gRPC streaming forwarder", fmt.Sprintf("%.1f%%", 100*x), yesNo(x >= 0.80)})
 		}
 	}
 	for _, p := range r.Parked {
@@ -351,6 +371,7 @@ func (r *Report) Markdown() string {
 		{"Overhead", r.OverheadTable(), len(r.OverRes) > 0},
 		{"Parked calls", r.ParkedTable(), len(r.Parked) > 0},
 		{"Scale", r.ScaleTables(), len(r.Config)+len(r.RedisOps) > 0},
+		{"Streaming", r.StreamTables(), r.Stream != nil},
 	}
 	for _, s := range sections {
 		if s.show {
@@ -415,6 +436,19 @@ func (r *Report) Findings() []string {
 		}
 		out = append(out, msg)
 	}
+	if st := r.Stream; st != nil {
+		for _, m := range []StreamMemory{st.Single, st.Concurrent} {
+			lim := int64(32 << 20)
+			if m.Streams > 1 {
+				lim = 256 << 20
+			}
+			if m.Streams == 0 || m.Growth() <= lim {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%d concurrent %s downloads: RSS growth %s, %s per stream; the Go heap in use at the peak was %s: the growth is Go heap, not memory the runtime kept (the engine itself holds one %s buffer per stream).",
+				m.Streams, fmtBytes(float64(m.Bytes)), fmtBytes(float64(m.Growth())), fmtBytes(float64(m.Growth())/float64(m.Streams)), fmtBytes(float64(m.PeakHeap)), fmtBytes(float64(engine.StreamChunkSize))))
+		}
+	}
 	for _, c := range r.Overhead.Concurrency {
 		if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, c); ok && x < 0.90 {
 			out = append(out, fmt.Sprintf("ClassifyResponse at concurrency %d: %.1f%% of the empty handler.", c, 100*x))
@@ -453,4 +487,41 @@ func (r *Report) Observations() []string {
 		}
 	}
 	return out
+}
+
+// StreamTables lists the streaming scenario's figures.
+func (r *Report) StreamTables() string {
+	st := r.Stream
+	if st == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| broker process streaming | streams | bytes each | RSS before | peak RSS | growth | Go heap in use at the peak | time | throughput |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range []StreamMemory{st.Single, st.Concurrent} {
+		if m.Streams == 0 {
+			continue
+		}
+		rate := 0.0
+		if m.Elapsed > 0 {
+			rate = float64(int64(m.Streams)*m.Bytes) / m.Elapsed.Seconds()
+		}
+		fmt.Fprintf(&b, "| ExecuteStream download | %d | %s | %s | %s | %s | %s | %s | %s/s |\n", m.Streams, fmtBytes(float64(m.Bytes)),
+			fmtBytes(float64(m.BaseRSS)), fmtBytes(float64(m.PeakRSS)), fmtBytes(float64(m.Growth())), fmtBytes(float64(m.PeakHeap)), fmtDur(m.Elapsed), fmtBytes(rate))
+	}
+	b.WriteString("\n| throughput (one stream, in process) | bytes | bytes/s | rounds (bytes/s) |\n|---|---:|---:|---|\n")
+	for _, t := range st.Throughput {
+		var rounds []string
+		for _, x := range t.Rounds {
+			rounds = append(rounds, fmtBytes(x))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s/s | %s |\n", t.Variant, fmtBytes(float64(t.Bytes)), fmtBytes(t.BytesPerSecond()), strings.Join(rounds, ", "))
+	}
+	if x, ok := st.ThroughputRatio(); ok {
+		fmt.Fprintf(&b, "\nExecuteStream / forwarder (median of per-round ratios): %.1f%%\n", 100*x)
+	}
+	b.WriteString("\n| time to first byte | concurrency | calls | p50 | p99 |\n|---|---:|---:|---:|---:|\n")
+	for _, t := range st.TTFB {
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s |\n", t.Variant, t.Concurrency, t.Calls, fmtDur(t.P50), fmtDur(t.P99))
+	}
+	return b.String()
 }

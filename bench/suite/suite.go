@@ -2,7 +2,8 @@
 // run on one machine, how much of a provider's quota the broker spends on
 // calls that will be refused (against callers retrying on their own), and
 // what it costs to go through it (against an empty gRPC handler, a minimal
-// forwarder and direct HTTP), plus parked-call memory and scale figures.
+// forwarder and direct HTTP), plus parked-call memory, scale figures and
+// streaming (ExecuteStream memory, throughput and time to first byte).
 //
 // Every process and every request stays on 127.0.0.1, and every request
 // loop is bounded in count and time. Run it with
@@ -54,7 +55,7 @@ type Options struct {
 	// Styles, when not empty, limits the quota scenario to these styles.
 	Styles []string
 	// Only, when not empty, limits the run to these scenarios: "quota",
-	// "overhead", "parked", "scale".
+	// "overhead", "parked", "scale", "stream".
 	Only []string
 }
 
@@ -74,6 +75,9 @@ type Report struct {
 	// BrokerBase is a broker without --config, beside Config's brokers.
 	BrokerBase *BrokerBaseline
 	RedisOps   []RedisOpsResult
+	// Stream is the streaming scenario (ExecuteStream memory, throughput,
+	// time to first byte); nil when it did not run.
+	Stream *StreamReport
 	// Errors are scenario failures; the rest of the report stands.
 	Errors []string
 }
@@ -225,6 +229,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Parked = res
 		if err != nil {
 			rep.Errors = append(rep.Errors, "parked: "+err.Error())
+		}
+	}
+	if want("stream") && ctx.Err() == nil {
+		res, err := s.streamRun(ctx, streamParams(o.Quick))
+		rep.Stream = res
+		if err != nil {
+			rep.Errors = append(rep.Errors, "stream: "+err.Error())
 		}
 	}
 	if want("scale") && ctx.Err() == nil {

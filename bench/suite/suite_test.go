@@ -102,6 +102,11 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("redis ops %q: nothing counted", r.Case)
 		}
 	}
+	if st := rep.Stream; st == nil || st.Single.PeakRSS == 0 || st.Concurrent.Streams == 0 || len(st.TTFB) != 4 || len(st.Throughput) != 2 {
+		t.Errorf("stream results: %+v", rep.Stream)
+	} else if _, ok := st.ThroughputRatio(); !ok {
+		t.Error("stream throughput ratio not measured")
+	}
 
 	md := rep.Markdown()
 	for _, want := range []string{
@@ -109,6 +114,7 @@ func TestQuickRun(t *testing.T) {
 		"### Quota citizenship", "| style | row |", "| github | a |", "| github | b |",
 		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
 		"### Parked calls", "### Scale", "round trips / Execute",
+		"### Streaming", "minimal streaming forwarder", "time to first byte",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -41,6 +41,8 @@ type callState struct {
 
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
+
+	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
 }
 
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
@@ -273,7 +275,13 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	r, c, p := s.r, s.c, s.p
 	at := attempt{adm: adm, rec: AttemptRecord{Number: s.n, Waited: s.waited, Probe: adm.Probe}}
 	s.waited = 0
-	actx, cancel := context.WithTimeout(s.ctx, p.AttemptTimeout)
+	var actx context.Context
+	var cancel context.CancelFunc
+	if s.stream != nil {
+		actx, cancel = s.stream.attemptContext(s) // its timeouts stop at the head
+	} else {
+		actx, cancel = context.WithTimeout(s.ctx, p.AttemptTimeout)
+	}
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, adm.Probe)
 	at.end = func() { at.span.End(); cancel() }
 	at.in = Input{Method: c.Method, Attempt: s.n, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
@@ -352,7 +360,7 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 	defer at.end()
 	final := (*FinalResponse)(nil)
 	if at.resp != nil && at.a.Decision.Action != ActionRetry {
-		final = s.readFinal(at)
+		final = s.final(at)
 	}
 	d := &at.rec.Decision
 	*d = at.a.Decision
@@ -363,7 +371,7 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 	if !allowed {
 		budget := Decision{Action: ActionDoNotRetry, Reason: ReasonRetryBudgetExhausted, Hint: d.Hint, HasHint: d.HasHint, Rule: d.Rule}
 		if at.resp != nil && final == nil {
-			final = s.readFinal(at) // a broken body changes nothing now: no retry is left
+			final = s.final(at) // a broken body changes nothing now: no retry is left
 		}
 		*d = budget
 	}
@@ -388,10 +396,23 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 		d.Reason == ReasonRetryBudgetExhausted || d.Reason == ReasonShuttingDown) {
 		s.res.RetryAfter, s.res.HasRetryAfter = d.Hint, true
 	}
+	if s.stream != nil && final != nil {
+		s.stream.body(s, at, final) // head, then the body; before the span ends
+	}
 	if at.rec.Transport == TransportCanceled && s.caller.Err() != nil {
 		return true, s.caller.Err()
 	}
 	return true, nil
+}
+
+// final returns the final response of at: read whole (readFinal) for
+// Execute; for a stream, its status and headers (streamState.head), the
+// body being streamed once the attempt is concluded.
+func (s *callState) final(at *attempt) *FinalResponse {
+	if s.stream != nil {
+		return s.stream.head(s, at)
+	}
+	return s.readFinal(at)
 }
 
 // readFinal reads the final response's body, up to the call's limit, and

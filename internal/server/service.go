@@ -29,6 +29,7 @@ type Service struct {
 	// embedded default, loopback only). Nil means such calls are refused.
 	fallbackTenant *tenant.Tenant
 	resolve        PolicyResolver
+	streams        streamSlots // open ExecuteStream calls per tenant and policy
 }
 
 // PolicyResolver finds the policy a request names within the caller's

@@ -29,7 +29,7 @@ func main() {
 	redisBin := flag.String("redis-server", "", "redis-server binary (default: from PATH)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown report to write (empty: none)")
 	charts := flag.String("charts", "docs/benchmarks", "directory for the PNG charts (empty: none)")
-	only := flag.String("only", "", "comma-separated scenarios to run: quota, overhead, parked, scale (default: all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: quota, overhead, parked, scale, stream (default: all)")
 	styles := flag.String("styles", "", "comma-separated provider styles for the quota scenario: github, azure, jira (default: all)")
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "stop the run after this long")

@@ -51,6 +51,15 @@ func (f *fakeService) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*r
 	return &rbv1.ExecuteResponse{Outcome: rbv1.Outcome_OUTCOME_SUCCESS, Response: &rbv1.HttpResponse{StatusCode: 200}}, nil
 }
 
+func (f *fakeService) ExecuteStream(req *rbv1.ExecuteRequest, st grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]) error {
+	if err := f.record(st.Context(), req); err != nil {
+		return err
+	}
+	return st.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_End{End: &rbv1.StreamEnd{
+		Outcome: rbv1.Outcome_OUTCOME_GATE_CLOSED, BodyEnd: rbv1.BodyEnd_BODY_END_NO_RESPONSE,
+	}}})
+}
+
 func (f *fakeService) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyResponseRequest) (*rbv1.ClassifyResponseResponse, error) {
 	if err := f.record(ctx, req); err != nil {
 		return nil, err
@@ -72,6 +81,9 @@ func startFake(t *testing.T, lis net.Listener, svc *fakeService) *fakeServer {
 	f.gs = grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		f.calls.Add(1)
 		return h(ctx, req)
+	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		f.calls.Add(1)
+		return h(srv, ss)
 	}))
 	rbv1.RegisterBrokerServiceServer(f.gs, svc)
 	done := make(chan struct{})

@@ -56,12 +56,33 @@ var droppedRequestHeaders = map[string]bool{
 //
 // Execute never retries the RPC itself; see the package doc.
 func (c *Client) Execute(ctx context.Context, req *http.Request, opts ...CallOption) (*http.Response, *Result, error) {
+	cfg, pr, err := c.executeRequest("Execute", req, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := c.rpc.Execute(ctx, pr, c.callOpts...)
+	if err != nil {
+		return nil, nil, fromRPC(err)
+	}
+	res := resultFromProto(out)
+	if cfg.onResult != nil {
+		cfg.onResult(res)
+	}
+	if final := out.GetResponse(); final != nil {
+		return buildResponse(req, final), res, nil
+	}
+	return nil, res, noResponse(res)
+}
+
+// executeRequest applies opts and builds the request of an Execute or
+// ExecuteStream call from req, reading (and closing) its body.
+func (c *Client) executeRequest(rpc string, req *http.Request, opts []CallOption) (*callConfig, *rbv1.ExecuteRequest, error) {
 	var cfg callConfig
 	for _, o := range opts {
 		o.applyCall(&cfg)
 	}
 	if req == nil {
-		return nil, nil, errorf("Execute: nil request")
+		return nil, nil, errorf("%s: nil request", rpc)
 	}
 	body, err := c.readBody(req)
 	if err != nil {
@@ -71,7 +92,7 @@ func (c *Client) Execute(ctx context.Context, req *http.Request, opts ...CallOpt
 		return nil, nil, err
 	}
 	if req.URL == nil {
-		return nil, nil, errorf("Execute: request has no URL")
+		return nil, nil, errorf("%s: request has no URL", rpc)
 	}
 	pr := &rbv1.ExecuteRequest{
 		Request: &rbv1.HttpRequest{
@@ -86,22 +107,18 @@ func (c *Client) Execute(ctx context.Context, req *http.Request, opts ...CallOpt
 	if o := cfg.overrides(); o != nil {
 		pr.Overrides = o
 	}
-	out, err := c.rpc.Execute(ctx, pr, c.callOpts...)
-	if err != nil {
-		return nil, nil, fromRPC(err)
-	}
-	res := resultFromProto(out)
-	if cfg.onResult != nil {
-		cfg.onResult(res)
-	}
-	if final := out.GetResponse(); final != nil {
-		return buildResponse(req, final), res, nil
-	}
+	return &cfg, pr, nil
+}
+
+// noResponse is the error of a call that ended without a final response:
+// a *TransportError when its last attempt failed in transport, else a
+// *NoResponseError.
+func noResponse(res *Result) error {
 	if n := len(res.Attempts); n > 0 && res.Attempts[n-1].TransportError != KindNone {
 		last := res.Attempts[n-1]
-		return nil, res, &TransportError{Kind: last.TransportError, Message: last.ErrorMessage, Result: res}
+		return &TransportError{Kind: last.TransportError, Message: last.ErrorMessage, Result: res}
 	}
-	return nil, res, &NoResponseError{Outcome: res.Outcome, RetryAfter: res.RetryAfter, HasRetryAfter: res.HasRetryAfter, Result: res}
+	return &NoResponseError{Outcome: res.Outcome, RetryAfter: res.RetryAfter, HasRetryAfter: res.HasRetryAfter, Result: res}
 }
 
 func (cfg *callConfig) overrides() *rbv1.ExecuteOverrides {
@@ -189,18 +206,23 @@ func buildResponse(req *http.Request, r *rbv1.HttpResponse) *http.Response {
 }
 
 // RoundTripper returns an http.RoundTripper that sends every request
-// through the broker with Execute, so that
+// through the broker with ExecuteStream, so that
 //
 //	httpClient := &http.Client{Transport: client.RoundTripper()}
 //
-// gets the broker's retries with a one-line change. It returns the final
-// response whatever its status (the retries happened in the broker), and
-// an error for a final transport failure (*TransportError), a response
-// withheld by a closed gate (*NoResponseError) or a failed RPC (*Error);
-// http.Client wraps them in a *url.Error, which errors.As sees through.
-// Each request's context bounds its call. Use OnResult to see the
-// attempts. Do not stack it under another retrying client: the retries
-// would multiply.
+// gets the broker's retries with a one-line change, and response bodies
+// stream: resp.Body reads the body as the upstream sends it (server-sent
+// events arrive as they are sent; a download larger than memory flows
+// through). It returns the final response whatever its status (the
+// retries happened in the broker), and an error for a final transport
+// failure (*TransportError), a response withheld by a closed gate
+// (*NoResponseError) or a failed RPC (*Error); http.Client wraps them in a
+// *url.Error, which errors.As sees through. A body that does not complete
+// fails its read with a *BodyError (errors.Is(err, io.ErrUnexpectedEOF)).
+// Each request's context bounds its call; closing the body early cancels
+// it, and the upstream request with it. Use OnResult to see the attempts:
+// it is called when the body's end arrives. Do not stack it under another
+// retrying client: the retries would multiply.
 func (c *Client) RoundTripper(opts ...CallOption) http.RoundTripper {
 	return &roundTripper{c: c, opts: slices.Clone(opts)}
 }
@@ -211,6 +233,5 @@ type roundTripper struct {
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, _, err := rt.c.Execute(req.Context(), req, rt.opts...)
-	return resp, err
+	return rt.c.ExecuteStream(req.Context(), req, rt.opts...)
 }

@@ -212,15 +212,18 @@ func TestRoundTripperReturnsFinalNon2xxAndErrors(t *testing.T) {
 	var results []*broker.Result
 	hc := &http.Client{Transport: b.Client().RoundTripper(broker.OnResult(func(r *broker.Result) { results = append(results, r) }))}
 
+	// The bodies stream: OnResult is called when a body's end arrives.
 	resp, err := hc.Get("http://gone.test/")
 	if err != nil || resp.StatusCode != 404 {
 		t.Fatalf("404: %v %v", resp, err)
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	resp, err = hc.Get("http://down.test/")
 	if err != nil || resp.StatusCode != 503 {
 		t.Fatalf("503: %v %v", resp, err)
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if len(results) != 2 || len(results[0].Attempts) != 1 || len(results[1].Attempts) != 4 {
 		t.Fatalf("results %d", len(results))

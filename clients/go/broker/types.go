@@ -52,6 +52,8 @@ const (
 	ReasonRetryBudgetExhausted       Reason = "REASON_RETRY_BUDGET_EXHAUSTED"
 	ReasonGateClosed                 Reason = "REASON_GATE_CLOSED"
 	ReasonCanceled                   Reason = "REASON_CANCELED"
+	ReasonBreakerOpen                Reason = "REASON_BREAKER_OPEN"
+	ReasonShuttingDown               Reason = "REASON_SHUTTING_DOWN"
 )
 
 // Outcome says how an Execute call ended. Its value is the proto enum
@@ -69,6 +71,8 @@ const (
 	OutcomeRetryBudgetExhausted Outcome = "OUTCOME_RETRY_BUDGET_EXHAUSTED"
 	OutcomeGateClosed           Outcome = "OUTCOME_GATE_CLOSED"
 	OutcomeCanceled             Outcome = "OUTCOME_CANCELED"
+	OutcomeBreakerOpen          Outcome = "OUTCOME_BREAKER_OPEN"
+	OutcomeShuttingDown         Outcome = "OUTCOME_SHUTTING_DOWN"
 )
 
 // TransportErrorKind is the kind of a failure that produced no HTTP
@@ -207,8 +211,19 @@ type Result struct {
 	// final response. The *http.Response's Header holds the same lines.
 	ResponseHeaders []HeaderField
 	// BodyTruncated is true when the final body was longer than the
-	// policy's max_response_body and was cut.
+	// policy's max_response_body and was cut (Execute).
 	BodyTruncated bool
+	// BodyIncomplete is true when the final body ended early: the upstream
+	// broke it off (Execute, ExecuteStream) or a stream limit, the
+	// caller or the broker's shutdown ended it (ExecuteStream). Such a call
+	// never has OutcomeSuccess.
+	BodyIncomplete bool
+	// BodyEnd says how a streamed body ended (ExecuteStream only; empty for
+	// Execute).
+	BodyEnd BodyEnd
+	// BodyBytes is the number of body bytes the broker streamed
+	// (ExecuteStream only).
+	BodyBytes int64
 }
 
 func resultFromProto(r *rbv1.ExecuteResponse) *Result {
@@ -225,6 +240,7 @@ func resultFromProto(r *rbv1.ExecuteResponse) *Result {
 			res.ResponseHeaders = append(res.ResponseHeaders, HeaderField{Name: h.GetName(), Value: h.GetValue()})
 		}
 		res.BodyTruncated = resp.GetBodyTruncated()
+		res.BodyIncomplete = resp.GetBodyIncomplete()
 	}
 	res.Attempts = make([]Attempt, 0, len(r.GetAttempts()))
 	for _, a := range r.GetAttempts() {

@@ -107,7 +107,7 @@ func Start(opts ...Option) (*Broker, error) {
 	svc := server.New(server.WithDefaultTenant(ten), server.WithExecutor(exec), server.WithClock(fc))
 	b.gs, _ = server.NewGRPCServer(svc, server.GRPCConfig{
 		Logger:       slog.New(slog.DiscardHandler),
-		ExtraOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(fakeDeadlines(fc))},
+		ExtraOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(fakeDeadlines(fc)), grpc.ChainStreamInterceptor(fakeStreamDeadlines(fc))},
 	})
 	go func() {
 		defer close(b.served)
@@ -222,6 +222,26 @@ func fakeDeadlines(fc *engine.FakeClock) grpc.UnaryServerInterceptor {
 		return h(ctx, req)
 	}
 }
+
+// fakeStreamDeadlines does for ExecuteStream what fakeDeadlines does for
+// the unary calls: the stream's gRPC deadline is moved onto the fake
+// clock, keeping the time left.
+func fakeStreamDeadlines(fc *engine.FakeClock) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if dl, ok := ss.Context().Deadline(); ok {
+			ss = fakeDeadlineStream{ServerStream: ss, ctx: fakeDeadlineCtx{Context: ss.Context(), deadline: fc.Now().Add(time.Until(dl))}}
+		}
+		return h(srv, ss)
+	}
+}
+
+// fakeDeadlineStream is a server stream whose context has a fake deadline.
+type fakeDeadlineStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s fakeDeadlineStream) Context() context.Context { return s.ctx }
 
 // fakeDeadlineCtx reports a deadline on the fake clock; Done and Err stay
 // those of the real context.

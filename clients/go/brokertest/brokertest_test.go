@@ -315,3 +315,37 @@ func TestDeadlinesFollowTheFakeClock(t *testing.T) {
 		t.Fatalf("Retry: resp %v, err %v, %d calls", resp, err, n)
 	}
 }
+
+// TestStreamDeadlinesFollowTheFakeClock: ExecuteStream (and so the
+// RoundTripper) sees its deadline on the fake clock too, after the clock
+// has run far ahead: a 1s hint fits in 1.5s, a 5s hint does not.
+func TestStreamDeadlinesFollowTheFakeClock(t *testing.T) {
+	b := brokertest.New(t)
+	b.Clock().Advance(time.Hour)
+	b.Script("short.test/", brokertest.Status(503, "Retry-After: 1"), brokertest.Reply{Status: 200, Body: "streamed"})
+	b.Reply("long.test/", 503, "Retry-After: 5")
+	var res *broker.Result
+	hc := &http.Client{Transport: b.Client().RoundTripper(broker.OnResult(func(r *broker.Result) { res = r }))}
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://short.test/", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || string(body) != "streamed" || len(res.Attempts) != 2 {
+		t.Fatalf("1s hint within 1.5s: status %d body %q err %v result %+v", resp.StatusCode, body, err, res)
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "http://long.test/", nil)
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 503 || res.Outcome != broker.OutcomeDeadlineTooShort || res.RetryAfter != 5*time.Second {
+		t.Fatalf("5s hint within 1.5s: status %d result %+v", resp.StatusCode, res)
+	}
+}

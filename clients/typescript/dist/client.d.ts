@@ -1,7 +1,7 @@
 import type * as http2 from "node:http2";
 import { type Interceptor, type Transport } from "@connectrpc/connect";
 import { type RetryOptions } from "./retry.js";
-import type { ClassifyInput, Decision, ExecuteInput, ExecuteResult } from "./types.js";
+import type { ClassifyInput, Decision, ExecuteInput, ExecuteResult, StreamEvent } from "./types.js";
 /** Options of a BrokerClient. */
 export interface BrokerClientOptions {
     /** The tenant's API key, sent as `authorization: Bearer <key>`. Omit for the dev tenant of `make run`. */
@@ -54,6 +54,21 @@ export declare class BrokerClient {
      * reached.
      */
     execute(input: ExecuteInput): Promise<ExecuteResult>;
+    /**
+     * executeStream has the broker send an HTTP request as execute does
+     * (retrying by policy until a response is final) and streams the
+     * response: a "head" event (status, headers, attempts so far), the body
+     * as "chunk" events as the upstream sends them, then an "end" event
+     * (outcome, bodyComplete, bodyEnd, trailers ...). A call without a final
+     * response yields only "end". Nothing is retried once a body byte has
+     * been sent; a body that breaks off ends with `bodyComplete: false`.
+     * Stopping the iteration early (break, return, `signal`) cancels the call,
+     * and the broker cancels the upstream request. `timeoutMs` bounds the
+     * whole call, body included. Throws a BrokerError subclass when the
+     * broker refuses the call (RateLimitedError when the tenant has as many
+     * streams open as its policy allows) or the stream fails.
+     */
+    executeStream(input: ExecuteInput): AsyncGenerator<StreamEvent, void, undefined>;
     /** classify asks the broker what to do about a response you got yourself. */
     classify(input: ClassifyInput): Promise<Decision>;
     /**

@@ -1,6 +1,6 @@
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { classifyRequest, decisionOf, executeRequest, executeResultOf } from "./convert.js";
+import { classifyRequest, decisionOf, executeRequest, executeResultOf, streamHeadOf, streamResultOf, } from "./convert.js";
 import { brokerErrorFrom } from "./errors.js";
 import { BrokerService } from "./gen/retrybroker/v1/broker_pb.js";
 import { runRetry } from "./retry.js";
@@ -75,6 +75,65 @@ export class BrokerClient {
         catch (e) {
             throw brokerErrorFrom(e);
         }
+    }
+    /**
+     * executeStream has the broker send an HTTP request as execute does
+     * (retrying by policy until a response is final) and streams the
+     * response: a "head" event (status, headers, attempts so far), the body
+     * as "chunk" events as the upstream sends them, then an "end" event
+     * (outcome, bodyComplete, bodyEnd, trailers ...). A call without a final
+     * response yields only "end". Nothing is retried once a body byte has
+     * been sent; a body that breaks off ends with `bodyComplete: false`.
+     * Stopping the iteration early (break, return, `signal`) cancels the call,
+     * and the broker cancels the upstream request. `timeoutMs` bounds the
+     * whole call, body included. Throws a BrokerError subclass when the
+     * broker refuses the call (RateLimitedError when the tenant has as many
+     * streams open as its policy allows) or the stream fails.
+     */
+    async *executeStream(input) {
+        const req = executeRequest(input, this.defaultPolicy);
+        const abort = new AbortController();
+        const opts = {
+            signal: input.signal ? AbortSignal.any([input.signal, abort.signal]) : abort.signal,
+        };
+        // The deadline is sent as grpc-timeout and kept with a timer of our own,
+        // cleared however the stream ends: Connect's own deadline timer outlives
+        // a stream that is canceled early.
+        const timeoutMs = input.timeoutMs ?? this.timeoutMs;
+        let deadline;
+        if (timeoutMs !== undefined) {
+            const ms = Math.max(1, Math.ceil(timeoutMs));
+            opts.headers = { "grpc-timeout": ms <= 99_999_999 ? `${ms}m` : `${Math.ceil(ms / 1000)}S` };
+            deadline = setTimeout(() => abort.abort(new ConnectError("deadline exceeded", Code.DeadlineExceeded)), ms);
+        }
+        let end;
+        try {
+            // The call is read to its close (end is the last message), so that
+            // Connect releases it (and its deadline timer) before end is yielded.
+            for await (const m of this.client.executeStream(req, opts)) {
+                switch (m.event.case) {
+                    case "head":
+                        yield { type: "head", head: streamHeadOf(m.event.value) };
+                        break;
+                    case "chunk":
+                        yield { type: "chunk", data: m.event.value };
+                        break;
+                    case "end":
+                        end = streamResultOf(m.event.value);
+                        break;
+                }
+            }
+        }
+        catch (e) {
+            throw brokerErrorFrom(e);
+        }
+        finally {
+            clearTimeout(deadline);
+            if (end === undefined)
+                abort.abort();
+        }
+        if (end !== undefined)
+            yield { type: "end", result: end };
     }
     /** classify asks the broker what to do about a response you got yourself. */
     async classify(input) {

@@ -1,7 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Duration, DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
-import { type ClassifyResponseRequestSchema, type ExecuteOverridesSchema, type ExecuteRequestSchema, type Attempt as PbAttempt, type Decision as PbDecision, type ExecuteResponse as PbExecuteResponse, Outcome as PbOutcome, TransportError as PbTransportError } from "./gen/retrybroker/v1/broker_pb.js";
-import { type Attempt, type BodyLike, type ClassifyInput, type Decision, type ExecuteInput, type ExecuteOverrides, ExecuteResult, type HeadersLike, type TimeLike, type TransportErrorKind } from "./types.js";
+import { type ClassifyResponseRequestSchema, type ExecuteOverridesSchema, type ExecuteRequestSchema, type Attempt as PbAttempt, type Decision as PbDecision, type ExecuteResponse as PbExecuteResponse, Outcome as PbOutcome, type StreamEnd as PbStreamEnd, type StreamHead as PbStreamHead, TransportError as PbTransportError } from "./gen/retrybroker/v1/broker_pb.js";
+import { type Attempt, type BodyLike, type ClassifyInput, type Decision, type ExecuteInput, type ExecuteOverrides, ExecuteResult, type HeadersLike, type StreamHead, type StreamResult, type TimeLike, type TransportErrorKind } from "./types.js";
 /** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export declare function headersToProto(h: HeadersLike | undefined): {
     name: string;
@@ -40,6 +40,10 @@ export declare function attemptOf(a: PbAttempt): Attempt;
 export declare function outcomeOf(v: PbOutcome): string;
 /** executeResultOf returns an ExecuteResponse message as an ExecuteResult. */
 export declare function executeResultOf(r: PbExecuteResponse): ExecuteResult;
+/** streamHeadOf returns a StreamHead message as a StreamHead. */
+export declare function streamHeadOf(h: PbStreamHead): StreamHead;
+/** streamResultOf returns a StreamEnd message as a StreamResult. */
+export declare function streamResultOf(e: PbStreamEnd): StreamResult;
 /** overridesInit returns the overrides as an ExecuteOverrides init; undefined fields stay unset. */
 export declare function overridesInit(o: ExecuteOverrides): MessageInitShape<typeof ExecuteOverridesSchema>;
 /** executeRequest returns the request of an Execute (or ExecuteStream) call as a plain object. */

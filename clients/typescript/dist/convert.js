@@ -1,4 +1,4 @@
-import { Action as PbAction, Outcome as PbOutcome, Reason as PbReason, TransportError as PbTransportError, } from "./gen/retrybroker/v1/broker_pb.js";
+import { Action as PbAction, BodyEnd as PbBodyEnd, Outcome as PbOutcome, Reason as PbReason, TransportError as PbTransportError, } from "./gen/retrybroker/v1/broker_pb.js";
 import { ExecuteResult, headerPairs, TRANSPORT_ERROR_KINDS, } from "./types.js";
 /** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export function headersToProto(h) {
@@ -141,6 +141,32 @@ export function executeResultOf(r) {
         retryAfterMs: msOf(r.retryAfter),
         provider: r.provider,
     });
+}
+/** streamHeadOf returns a StreamHead message as a StreamHead. */
+export function streamHeadOf(h) {
+    return {
+        status: h.statusCode,
+        headers: h.headers.map((x) => [x.name, x.value]),
+        attempts: h.attempts.map(attemptOf),
+        provider: h.provider,
+    };
+}
+/** streamResultOf returns a StreamEnd message as a StreamResult. */
+export function streamResultOf(e) {
+    const out = {
+        attempts: e.attempts.map(attemptOf),
+        outcome: outcomeOf(e.outcome),
+        bodyComplete: e.bodyComplete,
+        bodyEnd: enumName(PbBodyEnd, e.bodyEnd, "BODY_END_"),
+        errorMessage: e.errorMessage,
+        trailers: e.trailers.map((x) => [x.name, x.value]),
+        bodyBytes: Number(e.bodyBytes),
+        provider: e.provider,
+    };
+    const ra = msOf(e.retryAfter);
+    if (ra !== undefined)
+        out.retryAfterMs = ra;
+    return out;
 }
 /** overridesInit returns the overrides as an ExecuteOverrides init; undefined fields stay unset. */
 export function overridesInit(o) {

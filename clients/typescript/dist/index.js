@@ -6,7 +6,7 @@
 export { Code } from "@connectrpc/connect";
 export { BrokerClient } from "./client.js";
 export { AuthenticationError, BrokerError, CanceledError, DeadlineExceededError, InvalidArgumentError, PermissionDeniedError, RateLimitedError, UnavailableError, UnknownPolicyError, } from "./errors.js";
-export { BrokerFetchError, createBrokerFetch, executeResultOf } from "./fetch.js";
+export { BrokerBodyError, BrokerFetchError, createBrokerFetch, streamResultOf } from "./fetch.js";
 export { defaultSleep, httpResultOf, transportErrorOf } from "./retry.js";
-export { ExecuteResult, headerPairs, OUTCOMES, REASONS, TRANSPORT_ERROR_KINDS } from "./types.js";
+export { BODY_ENDS, ExecuteResult, headerPairs, OUTCOMES, REASONS, TRANSPORT_ERROR_KINDS } from "./types.js";
 //# sourceMappingURL=index.js.map

@@ -168,6 +168,57 @@ export declare class ExecuteResult {
     /** json parses the body as JSON. */
     json(): unknown;
 }
+/** BODY_ENDS lists the ways a streamed body can end (the proto enum names). */
+export declare const BODY_ENDS: readonly ["BODY_END_UNSPECIFIED", "BODY_END_COMPLETE", "BODY_END_NO_RESPONSE", "BODY_END_UPSTREAM_ERROR", "BODY_END_IDLE_TIMEOUT", "BODY_END_SIZE_LIMIT", "BODY_END_TIMEOUT", "BODY_END_CANCELED", "BODY_END_SHUTTING_DOWN"];
+/** BodyEnd says how a streamed body ended; a newer broker may send a value not listed. */
+export type BodyEnd = (typeof BODY_ENDS)[number] | (string & {});
+/** StreamHead is the final response of an ExecuteStream call, before its body. */
+export interface StreamHead {
+    /** The final HTTP status. */
+    status: number;
+    /** Response headers in the order received, duplicates kept. */
+    headers: HeaderPair[];
+    /** The attempts so far; the last one is the attempt being streamed. */
+    attempts: Attempt[];
+    /** The hint reader that was used. */
+    provider: string;
+}
+/** StreamResult is how an ExecuteStream call ended: the broker's last message. */
+export interface StreamResult {
+    /** Every attempt, in order. */
+    attempts: Attempt[];
+    /** How the call ended; never "OUTCOME_SUCCESS" when the body did not complete. */
+    outcome: Outcome;
+    /** When the caller may try again (ms), when the broker gave up early. */
+    retryAfterMs?: number;
+    /** True only when the whole upstream body was streamed. */
+    bodyComplete: boolean;
+    /** How the body ended, e.g. "BODY_END_IDLE_TIMEOUT". */
+    bodyEnd: BodyEnd;
+    /** Why the body did not complete (URL redacted); "" when it did. */
+    errorMessage: string;
+    /** The upstream's HTTP trailers, in order. */
+    trailers: HeaderPair[];
+    /** The number of body bytes the broker streamed. */
+    bodyBytes: number;
+    /** The hint reader that was used. */
+    provider: string;
+}
+/**
+ * StreamEvent is one message of an ExecuteStream call: one "head" (when a
+ * response is final), "chunk"s of the body in order, then always one "end"
+ * (alone when the call ended without a final response).
+ */
+export type StreamEvent = {
+    type: "head";
+    head: StreamHead;
+} | {
+    type: "chunk";
+    data: Uint8Array;
+} | {
+    type: "end";
+    result: StreamResult;
+};
 /**
  * headerPairs normalises HeadersLike to (name, value) pairs. A `Headers`
  * object yields lower-case names with repeated fields combined (as fetch

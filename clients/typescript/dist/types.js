@@ -112,6 +112,18 @@ export class ExecuteResult {
         return JSON.parse(this.text());
     }
 }
+/** BODY_ENDS lists the ways a streamed body can end (the proto enum names). */
+export const BODY_ENDS = [
+    "BODY_END_UNSPECIFIED",
+    "BODY_END_COMPLETE",
+    "BODY_END_NO_RESPONSE",
+    "BODY_END_UPSTREAM_ERROR",
+    "BODY_END_IDLE_TIMEOUT",
+    "BODY_END_SIZE_LIMIT",
+    "BODY_END_TIMEOUT",
+    "BODY_END_CANCELED",
+    "BODY_END_SHUTTING_DOWN",
+];
 /**
  * headerPairs normalises HeadersLike to (name, value) pairs. A `Headers`
  * object yields lower-case names with repeated fields combined (as fetch

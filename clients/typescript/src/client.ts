@@ -1,11 +1,34 @@
 import type * as http2 from "node:http2";
-import { type CallOptions, type Client, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import {
+  type CallOptions,
+  type Client,
+  Code,
+  ConnectError,
+  createClient,
+  type Interceptor,
+  type Transport,
+} from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { classifyRequest, decisionOf, executeRequest, executeResultOf } from "./convert.js";
+import {
+  classifyRequest,
+  decisionOf,
+  executeRequest,
+  executeResultOf,
+  streamHeadOf,
+  streamResultOf,
+} from "./convert.js";
 import { brokerErrorFrom } from "./errors.js";
 import { BrokerService } from "./gen/retrybroker/v1/broker_pb.js";
 import { type RetryOptions, runRetry } from "./retry.js";
-import type { CallOpts, ClassifyInput, Decision, ExecuteInput, ExecuteResult } from "./types.js";
+import type {
+  CallOpts,
+  ClassifyInput,
+  Decision,
+  ExecuteInput,
+  ExecuteResult,
+  StreamEvent,
+  StreamResult,
+} from "./types.js";
 
 /** Options of a BrokerClient. */
 export interface BrokerClientOptions {
@@ -97,6 +120,62 @@ export class BrokerClient {
     } catch (e) {
       throw brokerErrorFrom(e);
     }
+  }
+
+  /**
+   * executeStream has the broker send an HTTP request as execute does
+   * (retrying by policy until a response is final) and streams the
+   * response: a "head" event (status, headers, attempts so far), the body
+   * as "chunk" events as the upstream sends them, then an "end" event
+   * (outcome, bodyComplete, bodyEnd, trailers ...). A call without a final
+   * response yields only "end". Nothing is retried once a body byte has
+   * been sent; a body that breaks off ends with `bodyComplete: false`.
+   * Stopping the iteration early (break, return, `signal`) cancels the call,
+   * and the broker cancels the upstream request. `timeoutMs` bounds the
+   * whole call, body included. Throws a BrokerError subclass when the
+   * broker refuses the call (RateLimitedError when the tenant has as many
+   * streams open as its policy allows) or the stream fails.
+   */
+  async *executeStream(input: ExecuteInput): AsyncGenerator<StreamEvent, void, undefined> {
+    const req = executeRequest(input, this.defaultPolicy);
+    const abort = new AbortController();
+    const opts: CallOptions = {
+      signal: input.signal ? AbortSignal.any([input.signal, abort.signal]) : abort.signal,
+    };
+    // The deadline is sent as grpc-timeout and kept with a timer of our own,
+    // cleared however the stream ends: Connect's own deadline timer outlives
+    // a stream that is canceled early.
+    const timeoutMs = input.timeoutMs ?? this.timeoutMs;
+    let deadline: ReturnType<typeof setTimeout> | undefined;
+    if (timeoutMs !== undefined) {
+      const ms = Math.max(1, Math.ceil(timeoutMs));
+      opts.headers = { "grpc-timeout": ms <= 99_999_999 ? `${ms}m` : `${Math.ceil(ms / 1000)}S` };
+      deadline = setTimeout(() => abort.abort(new ConnectError("deadline exceeded", Code.DeadlineExceeded)), ms);
+    }
+    let end: StreamResult | undefined;
+    try {
+      // The call is read to its close (end is the last message), so that
+      // Connect releases it (and its deadline timer) before end is yielded.
+      for await (const m of this.client.executeStream(req, opts)) {
+        switch (m.event.case) {
+          case "head":
+            yield { type: "head", head: streamHeadOf(m.event.value) };
+            break;
+          case "chunk":
+            yield { type: "chunk", data: m.event.value };
+            break;
+          case "end":
+            end = streamResultOf(m.event.value);
+            break;
+        }
+      }
+    } catch (e) {
+      throw brokerErrorFrom(e);
+    } finally {
+      clearTimeout(deadline);
+      if (end === undefined) abort.abort();
+    }
+    if (end !== undefined) yield { type: "end", result: end };
   }
 
   /** classify asks the broker what to do about a response you got yourself. */

@@ -12,10 +12,13 @@ import {
   type ExecuteRequestSchema,
   Action as PbAction,
   type Attempt as PbAttempt,
+  BodyEnd as PbBodyEnd,
   type Decision as PbDecision,
   type ExecuteResponse as PbExecuteResponse,
   Outcome as PbOutcome,
   Reason as PbReason,
+  type StreamEnd as PbStreamEnd,
+  type StreamHead as PbStreamHead,
   TransportError as PbTransportError,
 } from "./gen/retrybroker/v1/broker_pb.js";
 import {
@@ -29,6 +32,8 @@ import {
   type HeaderPair,
   type HeadersLike,
   headerPairs,
+  type StreamHead,
+  type StreamResult,
   type TimeLike,
   TRANSPORT_ERROR_KINDS,
   type TransportErrorKind,
@@ -178,6 +183,33 @@ export function executeResultOf(r: PbExecuteResponse): ExecuteResult {
     retryAfterMs: msOf(r.retryAfter),
     provider: r.provider,
   });
+}
+
+/** streamHeadOf returns a StreamHead message as a StreamHead. */
+export function streamHeadOf(h: PbStreamHead): StreamHead {
+  return {
+    status: h.statusCode,
+    headers: h.headers.map((x) => [x.name, x.value] as HeaderPair),
+    attempts: h.attempts.map(attemptOf),
+    provider: h.provider,
+  };
+}
+
+/** streamResultOf returns a StreamEnd message as a StreamResult. */
+export function streamResultOf(e: PbStreamEnd): StreamResult {
+  const out: StreamResult = {
+    attempts: e.attempts.map(attemptOf),
+    outcome: outcomeOf(e.outcome),
+    bodyComplete: e.bodyComplete,
+    bodyEnd: enumName(PbBodyEnd as unknown as Record<number, string>, e.bodyEnd, "BODY_END_"),
+    errorMessage: e.errorMessage,
+    trailers: e.trailers.map((x) => [x.name, x.value] as HeaderPair),
+    bodyBytes: Number(e.bodyBytes),
+    provider: e.provider,
+  };
+  const ra = msOf(e.retryAfter);
+  if (ra !== undefined) out.retryAfterMs = ra;
+  return out;
 }
 
 /** overridesInit returns the overrides as an ExecuteOverrides init; undefined fields stay unset. */

@@ -19,12 +19,13 @@ export {
   UnknownPolicyError,
 } from "./errors.js";
 export type { BrokerFetch, BrokerFetchOptions } from "./fetch.js";
-export { BrokerFetchError, createBrokerFetch, executeResultOf } from "./fetch.js";
+export { BrokerBodyError, BrokerFetchError, createBrokerFetch, streamResultOf } from "./fetch.js";
 export type { Classifier, RetryEvent, RetryOptions } from "./retry.js";
 export { defaultSleep, httpResultOf, transportErrorOf } from "./retry.js";
 export type {
   Action,
   Attempt,
+  BodyEnd,
   BodyLike,
   CallOpts,
   ClassifyInput,
@@ -38,7 +39,10 @@ export type {
   HttpResult,
   Outcome,
   Reason,
+  StreamEvent,
+  StreamHead,
+  StreamResult,
   TimeLike,
   TransportErrorKind,
 } from "./types.js";
-export { ExecuteResult, headerPairs, OUTCOMES, REASONS, TRANSPORT_ERROR_KINDS } from "./types.js";
+export { BODY_ENDS, ExecuteResult, headerPairs, OUTCOMES, REASONS, TRANSPORT_ERROR_KINDS } from "./types.js";

@@ -1,7 +1,7 @@
-// createBrokerFetch: a fetch that goes through Execute.
+// createBrokerFetch: a fetch that goes through ExecuteStream.
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
-import { BrokerClient, BrokerFetchError, createBrokerFetch, executeResultOf } from "../src/index.js";
+import { BrokerClient, BrokerFetchError, createBrokerFetch, streamResultOf } from "../src/index.js";
 import { type BrokerProcess, freePort, startBroker, Upstream } from "./helpers.js";
 
 describe("createBrokerFetch", () => {
@@ -45,7 +45,7 @@ describe("createBrokerFetch", () => {
     assert.equal(res.headers.get("content-type"), "application/json");
     assert.equal(res.headers.get("x-dup"), "a, b");
     assert.deepEqual(await res.json(), { ok: true });
-    const result = executeResultOf(res);
+    const result = streamResultOf(res);
     assert.equal(result?.attempts.length, 2);
     assert.equal(result?.outcome, "OUTCOME_SUCCESS");
     assert.equal(upstream.requests.length, 2);
@@ -107,6 +107,9 @@ describe("createBrokerFetch", () => {
     upstream.script({ status: 503, headers: [["Retry-After", "5"]] });
     const res = await createBrokerFetch(client, { timeoutMs: 1500 })(`${upstream.url}/`);
     assert.equal(res.status, 503);
-    assert.equal(executeResultOf(res)?.outcome, "OUTCOME_DEADLINE_TOO_SHORT");
+    assert.equal(streamResultOf(res), undefined, "the end is known once the body was read");
+    await res.text();
+    assert.equal(streamResultOf(res)?.outcome, "OUTCOME_DEADLINE_TOO_SHORT");
+    assert.equal(streamResultOf(res)?.retryAfterMs, 5000);
   });
 });

@@ -8,7 +8,10 @@ Quick start against a local broker (``make run`` listens on 127.0.0.1:50051)::
         d = broker.classify(status=429, headers=[("Retry-After", "5")])
         print(d.action, d.delay, d.hint_source)   # retry 5.0 retry-after
 
-Durations are float seconds throughout. See README.md for more.
+Durations are float seconds throughout. ``execute_stream`` streams a
+response as the upstream sends it; ``retrybroker.httpx_transport`` and
+``retrybroker.requests_adapter`` route httpx and requests code through it.
+See README.md for more.
 """
 
 from ._aio import AsyncBrokerClient
@@ -16,18 +19,22 @@ from ._client import BrokerClient
 from ._core import BASE_CHANNEL_OPTIONS, __version__
 from ._errors import (
     AuthenticationError,
+    BodyIncompleteError,
     BrokerError,
     DeadlineExceededError,
     InvalidArgumentError,
+    NoResponseError,
     PermissionDeniedError,
     RateLimitedError,
     UnavailableError,
     UnknownPolicyError,
 )
 from ._retry import RetryEvent, http_result_of, transport_error_from_exception
+from ._stream import AsyncStreamResponse, StreamResponse
 from ._types import (
     Action,
     Attempt,
+    BodyEnd,
     Decision,
     ExecuteOverrides,
     ExecuteResult,
@@ -35,6 +42,7 @@ from ._types import (
     HttpResult,
     Outcome,
     Reason,
+    StreamResult,
     TransportError,
 )
 
@@ -42,8 +50,11 @@ __all__ = [
     "BASE_CHANNEL_OPTIONS",
     "Action",
     "AsyncBrokerClient",
+    "AsyncStreamResponse",
     "Attempt",
     "AuthenticationError",
+    "BodyEnd",
+    "BodyIncompleteError",
     "BrokerClient",
     "BrokerError",
     "DeadlineExceededError",
@@ -53,11 +64,14 @@ __all__ = [
     "FieldViolation",
     "HttpResult",
     "InvalidArgumentError",
+    "NoResponseError",
     "Outcome",
     "PermissionDeniedError",
     "RateLimitedError",
     "Reason",
     "RetryEvent",
+    "StreamResponse",
+    "StreamResult",
     "TransportError",
     "UnavailableError",
     "UnknownPolicyError",

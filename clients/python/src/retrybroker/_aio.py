@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 import grpc.aio
@@ -14,8 +14,10 @@ from . import _convert
 from ._core import (
     CLASSIFY,
     EXECUTE,
+    EXECUTE_STREAM,
     ClientCore,
     RetryLoopState,
+    StreamState,
     TLSOption,
     channel_credentials,
     channel_options,
@@ -23,6 +25,7 @@ from ._core import (
 from ._errors import error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
 from ._retry import RetryEvent, adiscard, http_result_of, transport_error_from_exception
+from ._stream import EOF, AsyncStreamResponse, cancel
 from ._types import (
     Decision,
     ExecuteOverrides,
@@ -68,6 +71,13 @@ class AsyncBrokerClient:
                 request_serializer=EXECUTE.serialize,
                 response_deserializer=EXECUTE.deserialize,
             )
+        )
+        self._execute_stream: grpc.aio.UnaryStreamMultiCallable[
+            pb.ExecuteRequest, pb.ExecuteStreamResponse
+        ] = self._channel.unary_stream(
+            EXECUTE_STREAM.path,
+            request_serializer=EXECUTE_STREAM.serialize,
+            response_deserializer=EXECUTE_STREAM.deserialize,
         )
         self._classify: grpc.aio.UnaryUnaryMultiCallable[
             pb.ClassifyResponseRequest, pb.ClassifyResponseResponse
@@ -124,6 +134,46 @@ class AsyncBrokerClient:
         except grpc.RpcError as err:
             raise error_from_rpc(err) from None
         return _convert.execute_result_of(resp)
+
+    async def execute_stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: HeadersInput = None,
+        body: _convert.Body = None,
+        policy: str | None = None,
+        provider: str | None = None,
+        overrides: ExecuteOverrides | None = None,
+        timeout: float | None = None,
+    ) -> AsyncStreamResponse:
+        """Have the broker send an HTTP request as execute does, and stream its response.
+
+        The same as BrokerClient.execute_stream, awaited: ``async for chunk
+        in response``, ``await response.aclose()``.
+        """
+        req = self._core.execute_request(
+            method,
+            url,
+            headers=headers,
+            body=body,
+            policy=policy,
+            provider=provider,
+            overrides=overrides,
+        )
+        call = self._execute_stream(
+            req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+        )
+        state = StreamState()
+        try:
+            first = await call.read()
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from None
+        except BaseException:
+            cancel(call)
+            raise
+        state.start(None if first is EOF else cast(pb.ExecuteStreamResponse, first))
+        return AsyncStreamResponse(call, state)
 
     async def classify(
         self,

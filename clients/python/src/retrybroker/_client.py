@@ -13,8 +13,10 @@ from . import _convert
 from ._core import (
     CLASSIFY,
     EXECUTE,
+    EXECUTE_STREAM,
     ClientCore,
     RetryLoopState,
+    StreamState,
     TLSOption,
     channel_credentials,
     channel_options,
@@ -22,6 +24,7 @@ from ._core import (
 from ._errors import error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
 from ._retry import RetryEvent, discard, http_result_of, transport_error_from_exception
+from ._stream import StreamResponse, cancel
 from ._types import (
     Decision,
     ExecuteOverrides,
@@ -79,6 +82,13 @@ class BrokerClient:
                 request_serializer=EXECUTE.serialize,
                 response_deserializer=EXECUTE.deserialize,
             )
+        )
+        self._execute_stream: grpc.UnaryStreamMultiCallable[
+            pb.ExecuteRequest, pb.ExecuteStreamResponse
+        ] = self._channel.unary_stream(
+            EXECUTE_STREAM.path,
+            request_serializer=EXECUTE_STREAM.serialize,
+            response_deserializer=EXECUTE_STREAM.deserialize,
         )
         self._classify: grpc.UnaryUnaryMultiCallable[
             pb.ClassifyResponseRequest, pb.ClassifyResponseResponse
@@ -153,6 +163,61 @@ class BrokerClient:
         except grpc.RpcError as err:
             raise error_from_rpc(err) from None
         return _convert.execute_result_of(resp)
+
+    def execute_stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: HeadersInput = None,
+        body: _convert.Body = None,
+        policy: str | None = None,
+        provider: str | None = None,
+        overrides: ExecuteOverrides | None = None,
+        timeout: float | None = None,
+    ) -> StreamResponse:
+        """Have the broker send an HTTP request as execute does, and stream its response.
+
+        The broker retries by policy until a response is final, then sends
+        its status and headers (this returns once they arrived) and the body
+        as the upstream sends it: iterate the StreamResponse for its chunks.
+        Nothing is retried once a body byte has been sent. A body that does
+        not complete raises BodyIncompleteError from the iteration;
+        ``response.result`` then has the broker's end (``body_end``,
+        ``error_message``, attempts, outcome). A call without a final
+        response returns at once with ``status`` None and ``result`` set.
+        Closing the response before its end cancels the call and the
+        upstream request. Use it as a context manager.
+
+        ``timeout`` (default: the client's) is the deadline of the whole call,
+        body included. The body is otherwise bounded by the policy's stream
+        limits (idle timeout, optional max duration and byte cap), not by
+        its total_timeout. Raises BrokerError subclasses as execute does,
+        and RateLimitedError when the tenant has as many streams open as its
+        policy allows. The arguments are those of execute.
+        """
+        req = self._core.execute_request(
+            method,
+            url,
+            headers=headers,
+            body=body,
+            policy=policy,
+            provider=provider,
+            overrides=overrides,
+        )
+        call = self._execute_stream(
+            req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+        )
+        state = StreamState()
+        try:
+            first = next(iter(call), None)
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from None
+        except BaseException:
+            cancel(call)
+            raise
+        state.start(first)
+        return StreamResponse(call, state)
 
     def classify(
         self,

@@ -16,12 +16,14 @@ from ._gen.retrybroker.v1 import broker_pb2 as pb
 from ._types import (
     Action,
     Attempt,
+    BodyEnd,
     Decision,
     ExecuteOverrides,
     ExecuteResult,
     HeadersInput,
     Outcome,
     Reason,
+    StreamResult,
     TransportError,
     header_pairs,
 )
@@ -184,6 +186,21 @@ def execute_result_of(r: pb.ExecuteResponse) -> ExecuteResult:
         retry_after=seconds_of(r.retry_after) if r.HasField("retry_after") else None,
         provider=r.provider,
         body_incomplete=resp.body_incomplete,
+    )
+
+
+def stream_result_of(e: pb.StreamEnd) -> StreamResult:
+    """Return a proto StreamEnd as a StreamResult."""
+    return StreamResult(
+        attempts=[attempt_of(a) for a in e.attempts],
+        outcome=outcome_of(e.outcome),
+        retry_after=seconds_of(e.retry_after) if e.HasField("retry_after") else None,
+        body_complete=e.body_complete,
+        body_end=BodyEnd(_enum_name(pb.BodyEnd, e.body_end, "BODY_END_")),
+        error_message=e.error_message,
+        trailers=[(h.name, h.value) for h in e.trailers],
+        body_bytes=e.body_bytes,
+        provider=e.provider,
     )
 
 

@@ -7,7 +7,8 @@ its deadline on ``time.monotonic``. The two clients are thin shells: they own
 a channel, make the call (blocking or awaited), sleep, and close responses.
 This is the shape of google-api-core's ``retry_base.py``: one policy, two
 small loops. A streaming call reuses the same pieces: ``execute_request``
-builds its request and ``_convert`` reads its attempts.
+builds its request, and ``StreamState`` reads its messages (head, chunks,
+end) for the blocking and the asyncio StreamResponse alike.
 """
 
 from __future__ import annotations
@@ -20,15 +21,19 @@ from typing import Any, Generic, TypeVar, cast
 import grpc
 
 from . import _convert
+from ._errors import BodyIncompleteError, BrokerError
 from ._gen.retrybroker.v1 import broker_pb2 as pb
 from ._retry import RetryEvent, response_of_exception
 from ._types import (
     Action,
+    Attempt,
     Decision,
     ExecuteOverrides,
     HeadersInput,
     HttpResult,
+    StreamResult,
     TransportError,
+    header_pairs,
 )
 
 __version__ = "0.1.0"
@@ -68,6 +73,11 @@ EXECUTE: Rpc[pb.ExecuteRequest, pb.ExecuteResponse] = Rpc(
     "/retrybroker.v1.BrokerService/Execute",
     pb.ExecuteRequest.SerializeToString,
     pb.ExecuteResponse.FromString,
+)
+EXECUTE_STREAM: Rpc[pb.ExecuteRequest, pb.ExecuteStreamResponse] = Rpc(
+    "/retrybroker.v1.BrokerService/ExecuteStream",
+    pb.ExecuteRequest.SerializeToString,
+    pb.ExecuteStreamResponse.FromString,
 )
 CLASSIFY: Rpc[pb.ClassifyResponseRequest, pb.ClassifyResponseResponse] = Rpc(
     "/retrybroker.v1.BrokerService/ClassifyResponse",
@@ -357,3 +367,105 @@ class RetryLoopState(Generic[T]):
         if self._error is not None:
             raise self._error
         return cast(T, self._result)
+
+
+#: Request headers an HTTP seam leaves out: hop-by-hop headers and those the
+#: broker sets itself (it refuses a request that carries them), as an HTTP
+#: proxy would not forward them. Lower-case.
+DROPPED_REQUEST_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+    }
+)
+
+
+def forwarded_headers(headers: HeadersInput) -> list[tuple[str, str]]:
+    """Return the request headers an HTTP seam sends: all but DROPPED_REQUEST_HEADERS."""
+    return [(n, v) for n, v in header_pairs(headers) if n.lower() not in DROPPED_REQUEST_HEADERS]
+
+
+class StreamState:
+    """The reading of one ExecuteStream call, without I/O.
+
+    The broker sends one head (status, headers, attempts so far), the body as
+    chunks, then one end; a call without a final response sends only the end.
+    Both StreamResponse classes feed it the messages they receive.
+
+    Attributes:
+        status: the final HTTP status; None when the call ended without one.
+        headers: the final response's headers, (name, value) pairs in order.
+        attempts: the attempts up to the head (``result.attempts`` has all).
+        provider: the hint reader that was used.
+        result: the end of the stream once it arrived, else None.
+    """
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.attempts: list[Attempt] = []
+        self.provider = ""
+        self.result: StreamResult | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the end arrived (or the call had no final response)."""
+        return self.result is not None
+
+    def start(self, first: pb.ExecuteStreamResponse | None) -> None:
+        """Read the first message: the head (a body follows) or the end (no response).
+
+        Raises BrokerError when the broker closed the stream without either.
+        """
+        if first is None:
+            raise BrokerError(
+                grpc.StatusCode.INTERNAL, "the broker closed the stream without a response"
+            )
+        kind = first.WhichOneof("event")
+        if kind == "head":
+            h = first.head
+            self.status = h.status_code
+            self.headers = [(x.name, x.value) for x in h.headers]
+            self.attempts = [_convert.attempt_of(a) for a in h.attempts]
+            self.provider = h.provider
+        elif kind == "end":
+            self.result = _convert.stream_result_of(first.end)
+            self.attempts = self.result.attempts
+            self.provider = self.result.provider
+        else:
+            raise BrokerError(grpc.StatusCode.INTERNAL, f"the stream began with {kind!r}")
+
+    def feed(self, msg: pb.ExecuteStreamResponse) -> bytes | None:
+        """Return the next body bytes, or None once the body is complete.
+
+        Raises BodyIncompleteError when the end says the body did not complete.
+        """
+        kind = msg.WhichOneof("event")
+        if kind == "chunk":
+            return bytes(msg.chunk)
+        if kind == "end":
+            self.result = _convert.stream_result_of(msg.end)
+            if not self.result.body_complete:
+                raise BodyIncompleteError(
+                    f"response body incomplete ({self.result.body_end}): "
+                    f"{self.result.error_message}",
+                    self.result,
+                )
+            return None
+        raise BodyIncompleteError(f"unexpected {kind!r} message in the body")
+
+    def closed_early(self) -> BodyIncompleteError:
+        """Return the error of a stream that closed before its end."""
+        return BodyIncompleteError("the stream closed before its end")
+
+    def failed(self, err: BrokerError) -> BodyIncompleteError:
+        """Return the error of a stream whose RPC failed mid-body (raise it from ``err``)."""
+        return BodyIncompleteError(f"the stream failed: {err}")

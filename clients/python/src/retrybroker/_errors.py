@@ -15,7 +15,7 @@ import google.rpc.status_pb2 as status_pb2
 import grpc
 from grpc_status import rpc_status
 
-from ._types import FieldViolation
+from ._types import FieldViolation, StreamResult
 
 
 class BrokerError(Exception):
@@ -92,6 +92,43 @@ class DeadlineExceededError(BrokerError, TimeoutError):
 
 class UnavailableError(BrokerError):
     """UNAVAILABLE: the broker could not be reached, or is shutting down."""
+
+
+class BodyIncompleteError(Exception):
+    """A streamed body that did not complete; the bytes before it are all that arrived.
+
+    Raised by the iteration of a StreamResponse. The httpx transports raise
+    ``httpx.RemoteProtocolError`` and the requests adapter
+    ``requests.exceptions.ChunkedEncodingError`` instead, with this as their
+    ``__cause__``.
+
+    Attributes:
+        result: the broker's end of the stream, or None when the stream
+            itself failed first (``__cause__`` is then the BrokerError).
+        message: why the body did not complete.
+    """
+
+    def __init__(self, message: str, result: StreamResult | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result
+
+
+class NoResponseError(Exception):
+    """An ExecuteStream call through an HTTP seam that ended without a final response.
+
+    Raised as the ``__cause__`` of the httpx and requests errors (a failed
+    connection, a timeout) when every attempt failed in transport, or a
+    closed cooldown gate or open breaker stopped the call.
+
+    Attributes:
+        result: the broker's end of the stream (attempts, outcome, retry_after).
+    """
+
+    def __init__(self, message: str, result: StreamResult) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result
 
 
 _BY_CODE: dict[grpc.StatusCode, type[BrokerError]] = {

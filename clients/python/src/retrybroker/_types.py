@@ -82,6 +82,20 @@ class Outcome(_OpenStrEnum):
     SHUTTING_DOWN = "OUTCOME_SHUTTING_DOWN"
 
 
+class BodyEnd(_OpenStrEnum):
+    """How a streamed body ended; the values are the proto enum names."""
+
+    UNSPECIFIED = "BODY_END_UNSPECIFIED"
+    COMPLETE = "BODY_END_COMPLETE"
+    NO_RESPONSE = "BODY_END_NO_RESPONSE"
+    UPSTREAM_ERROR = "BODY_END_UPSTREAM_ERROR"
+    IDLE_TIMEOUT = "BODY_END_IDLE_TIMEOUT"
+    SIZE_LIMIT = "BODY_END_SIZE_LIMIT"
+    TIMEOUT = "BODY_END_TIMEOUT"
+    CANCELED = "BODY_END_CANCELED"
+    SHUTTING_DOWN = "BODY_END_SHUTTING_DOWN"
+
+
 class TransportError(_OpenStrEnum):
     """The kind of a failure that produced no (complete) HTTP response.
 
@@ -303,3 +317,33 @@ class FieldViolation:
 
     field: str
     description: str
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """How an ExecuteStream call ended: the broker's last message.
+
+    Attributes:
+        attempts: every attempt, in order.
+        outcome: how the call ended; never ``Outcome.SUCCESS`` when the body
+            did not complete.
+        retry_after: seconds after which the caller may try again, when the
+            broker gave up early; else None.
+        body_complete: True only when the whole upstream body was streamed.
+        body_end: how the body ended, e.g. ``BodyEnd.IDLE_TIMEOUT``.
+        error_message: why the body did not complete (URL redacted); ``""``
+            when it did.
+        trailers: the upstream's HTTP trailers as (name, value) pairs.
+        body_bytes: the number of body bytes the broker streamed.
+        provider: the hint reader that was used.
+    """
+
+    attempts: list[Attempt]
+    outcome: Outcome
+    retry_after: float | None
+    body_complete: bool
+    body_end: BodyEnd
+    error_message: str
+    trailers: list[tuple[str, str]]
+    body_bytes: int
+    provider: str = ""

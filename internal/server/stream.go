@@ -1,0 +1,151 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// bodyEnds maps engine.BodyEnd to the contract's BodyEnd, by name.
+var bodyEnds = enumTable(engine.BodyEnds(), func(e engine.BodyEnd) string { return "BODY_END_" + strings.ToUpper(e.String()) }, rbv1.BodyEnd_value)
+
+// ExecuteStream performs the call exactly as Execute does (the same
+// request validation, policy, overrides, destination guard, gates,
+// learning and spans) and streams the final response: one head, the body
+// as chunks as the upstream sends them (gRPC flow control is the
+// backpressure; the broker holds one chunk buffer), then one end. A call
+// without a final response sends only end (BODY_END_NO_RESPONSE).
+//
+// Before the head, errors are the statuses Execute returns (a refused
+// destination PERMISSION_DENIED, pacing RESOURCE_EXHAUSTED, ...); one more
+// stream than the policy's stream.max_concurrent for the tenant is
+// RESOURCE_EXHAUSTED. After the head, how the body ended is in end, never a
+// status. Canceling the RPC cancels the upstream request and closes its
+// connection.
+func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]) error {
+	ctx := stream.Context()
+	call, provider, err := s.prepare(ctx, req)
+	if err != nil {
+		return err
+	}
+	limit := call.Policy.Stream.MaxConcurrent
+	release, ok := s.streams.acquire(streamKey{tenant: call.Tenant, policy: call.Policy.Name}, limit)
+	if !ok {
+		return status.Errorf(codes.ResourceExhausted,
+			"the tenant already has %d ExecuteStream calls open under policy %q (its stream.max_concurrent); try again when one ends", limit, call.Policy.Name)
+	}
+	defer release()
+	sink := &grpcSink{stream: stream, provider: provider, msg: &rbv1.ExecuteStreamResponse{}}
+	res, err := s.exec.Runner.Stream(ctx, call, sink)
+	if err != nil && !res.HeadSent {
+		return s.executeError(ctx, err)
+	}
+	if res.BodyEnd == engine.BodyEndCanceled && ctx.Err() != nil {
+		return contextStatus(ctx.Err()) // nobody is listening for end
+	}
+	if err := stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_End{End: streamEndToProto(res, provider)}}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// grpcSink sends the head and the chunks of a stream as messages. The
+// chunk message is reused: SendMsg encodes it before it returns.
+type grpcSink struct {
+	stream   grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]
+	provider string
+	msg      *rbv1.ExecuteStreamResponse
+	chunk    rbv1.ExecuteStreamResponse_Chunk
+}
+
+func (g *grpcSink) Head(h engine.StreamHead) error {
+	return g.stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_Head{Head: &rbv1.StreamHead{
+		StatusCode: int32(h.Status), Headers: fromHTTPHeader(h.Header),
+		Attempts: attemptsToProto(h.Attempts, g.provider), Provider: g.provider,
+	}}})
+}
+
+func (g *grpcSink) Chunk(p []byte) error {
+	g.chunk.Chunk = p
+	g.msg.Event = &g.chunk
+	err := g.stream.Send(g.msg)
+	g.chunk.Chunk = nil
+	return err
+}
+
+// streamEndToProto builds the end message of a stream.
+func streamEndToProto(res *engine.StreamResult, provider string) *rbv1.StreamEnd {
+	end := &rbv1.StreamEnd{
+		Attempts: attemptsToProto(res.Attempts, provider), Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)),
+		BodyComplete: res.BodyEnd == engine.BodyEndComplete, BodyEnd: rbv1.BodyEnd(bodyEnds.proto(res.BodyEnd)),
+		ErrorMessage: res.Error, BodyBytes: uint64(max(res.BodyBytes, 0)), Provider: provider,
+	}
+	if res.HasRetryAfter {
+		end.RetryAfter = durationpb.New(res.RetryAfter)
+	}
+	if len(res.Trailers) > 0 {
+		end.Trailers = fromHTTPHeader(trailersOnly(res.Trailers))
+	}
+	if res.BodyEnd == engine.BodyEndNoResponse && end.ErrorMessage == "" {
+		end.ErrorMessage = "the call ended without a final response (" + end.Outcome.String() + ")"
+		if n := len(res.Attempts); n > 0 && res.Attempts[n-1].Error != "" {
+			end.ErrorMessage = fmt.Sprintf("%s: %s", end.ErrorMessage, res.Attempts[n-1].Error)
+		}
+	}
+	return end
+}
+
+// trailersOnly drops the trailer names the upstream announced but never
+// sent (net/http lists them with no values).
+func trailersOnly(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if len(vs) > 0 {
+			out[k] = vs
+		}
+	}
+	return out
+}
+
+// streamKey names one tenant's streams under one policy.
+type streamKey struct{ tenant, policy string }
+
+// streamSlots counts the open ExecuteStream calls per tenant and policy.
+// The zero value is ready; it is safe for concurrent use.
+type streamSlots struct {
+	mu   sync.Mutex
+	open map[streamKey]int
+}
+
+// acquire takes a slot of k when fewer than limit are open, and returns the
+// function that gives it back (call it once).
+func (t *streamSlots) acquire(k streamKey, limit int) (release func(), ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open[k] >= limit {
+		return nil, false
+	}
+	if t.open == nil {
+		t.open = make(map[streamKey]int)
+	}
+	t.open[k]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if t.open[k]--; t.open[k] <= 0 {
+				delete(t.open, k)
+			}
+		})
+	}, true
+}
