@@ -70,3 +70,18 @@ func (k keys) pace(tenant, host string) string {
 func (k keys) budget(tenant string) string {
 	return k.tenant(tenant) + "b"
 }
+
+// verifyKeys are the keys of one verification.
+type verifyKeys struct{ gate, inflight, quota, pace, budget string }
+
+// verify returns the keys of a verification on hash tag tag: "{v:TAG}"
+// cannot be any tenant's "{t:...}", and id (unique to the verification)
+// keeps concurrent verifications apart.
+func (k keys) verify(tag, id string) verifyKeys {
+	base := k.prefix + "{v:" + tag + "}:"
+	id = escape(id)
+	return verifyKeys{
+		gate: base + "g:" + id, inflight: base + "f:" + id, quota: base + "q:" + id,
+		pace: base + "p:" + id, budget: base + "b:" + id,
+	}
+}
