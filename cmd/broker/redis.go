@@ -394,7 +394,7 @@ func describeCause(c store.Cause) (what, hint string) {
 	case store.CauseSentinel:
 		return "sentinels name no such master", "check the master name in --redis-sentinel and that the addresses are sentinels"
 	case store.CauseUnexpected:
-		return "gave unexpected results to the broker's scripts", "check that it is Redis 6.2 or later, or a server that runs Lua scripts as Redis does"
+		return "gave unexpected results to the broker's scripts", "check that it is Redis, or a server that runs Lua scripts as Redis does"
 	}
 	return "answered an error", "see the detail"
 }

@@ -269,9 +269,12 @@ func TestRedisCluster(t *testing.T) {
 		}
 		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), DisableIdentity: true})
 		defer cl.Close()
+		var mu sync.Mutex
 		var keys []string
-		err = cl.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error {
+		err = cl.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error { // concurrently
 			k, err := m.Keys(ctx, "rb:v1:{t:dev}:g:*").Result()
+			mu.Lock()
+			defer mu.Unlock()
 			keys = append(keys, k...)
 			return err
 		})

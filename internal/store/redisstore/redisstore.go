@@ -328,7 +328,12 @@ func clusterOptions(cfg Config, o options) (*redis.ClusterOptions, error) {
 		Username: cfg.Username, Password: cfg.Password,
 		// Redirects (MOVED, ASK) and retries on another node are how the
 		// client follows a failover; the Fallback's bound caps the time.
-		MaxRedirects:          3,
+		MaxRedirects: 3,
+		// The store sends single-slot commands only. Routing policies would
+		// look up each command's policy with COMMAND, and a user without
+		// +command (the ACL docs/operations.md gives) would be refused on
+		// every call, on every master: one more round trip each.
+		DisableRoutingPolicies: true,
 		MinRetryBackoff:       minRetryBackoff,
 		MaxRetryBackoff:       maxRetryBackoff,
 		DialerRetries:         1,

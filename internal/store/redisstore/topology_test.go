@@ -233,3 +233,70 @@ func TestVerifyNamesMisconfigurations(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterOneRoundTrip counts, on every master of the cluster, what the
+// server saw for n Admits as the broker's ACL user: n EVALSHA, no COMMAND
+// and nothing refused (the cluster client must not look up command
+// policies with COMMAND, which that user may not run: one refused round
+// trip per call and master).
+func TestClusterOneRoundTrip(t *testing.T) {
+	c := cluster3.Get(t)
+	s := open(t, redisstore.Config{ClusterAddrs: c.Addrs(), Username: redistest.UserBroker, Password: c.BrokerPassword()},
+		redisstore.WithKeyPrefix("rb:v1:rt:"))
+	ctx := context.Background()
+	gates := []store.GateKey{{Tenant: "acme"}, {Tenant: "globex"}, {Tenant: "initech"}, {Tenant: "umbrella"}}
+	// Warm up: load the slot map and the scripts on every master.
+	for _, g := range gates {
+		if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Now: storetest.T0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// seen sums, over the masters, the EVALSHA calls, the COMMAND calls
+	// (run or refused) and every refused call.
+	seen := func() (evalsha, command, rejected int64) {
+		for _, addr := range c.Addrs() {
+			n := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+			info, err := n.Info(ctx, "commandstats").Result()
+			_ = n.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.SplitSeq(info, "\n") {
+				name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+				if !ok || !strings.HasPrefix(name, "cmdstat_") {
+					continue
+				}
+				var calls, refused int64
+				for field := range strings.SplitSeq(rest, ",") {
+					k, v, _ := strings.Cut(field, "=")
+					switch k {
+					case "calls":
+						_, _ = fmt.Sscan(v, &calls)
+					case "rejected_calls":
+						_, _ = fmt.Sscan(v, &refused)
+					}
+				}
+				rejected += refused
+				switch name {
+				case "cmdstat_evalsha":
+					evalsha += calls
+				case "cmdstat_command":
+					command += calls + refused
+				}
+			}
+		}
+		return evalsha, command, rejected
+	}
+	const n = 100
+	e0, c0, r0 := seen()
+	for i := range n {
+		g := gates[i%len(gates)]
+		if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, FirstAttempt: true, Budget: store.DefaultBudget(), Now: storetest.T0.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e1, c1, r1 := seen()
+	if e1-e0 != n || c1-c0 != 0 || r1-r0 != 0 {
+		t.Fatalf("%d Admits: %d EVALSHA, %d COMMAND, %d refused calls on the masters; want %d, 0, 0", n, e1-e0, c1-c0, r1-r0, n)
+	}
+}
