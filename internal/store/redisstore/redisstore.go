@@ -334,11 +334,11 @@ func clusterOptions(cfg Config, o options) (*redis.ClusterOptions, error) {
 		// +command (the ACL docs/operations.md gives) would be refused on
 		// every call, on every master: one more round trip each.
 		DisableRoutingPolicies: true,
-		MinRetryBackoff:       minRetryBackoff,
-		MaxRetryBackoff:       maxRetryBackoff,
-		DialerRetries:         1,
-		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
+		MinRetryBackoff:        minRetryBackoff,
+		MaxRetryBackoff:        maxRetryBackoff,
+		DialerRetries:          1,
+		ContextTimeoutEnabled:  true,
+		DisableIdentity:        true,
 		MaintNotificationsConfig: &maintnotifications.Config{
 			Mode: maintnotifications.ModeDisabled,
 		},
