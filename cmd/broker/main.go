@@ -27,10 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc/credentials"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/retrybroker/retrybroker/internal/auth"
 	"github.com/retrybroker/retrybroker/internal/config"
@@ -39,8 +37,6 @@ import (
 	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store"
-	"github.com/retrybroker/retrybroker/internal/store/memstore"
-	"github.com/retrybroker/retrybroker/internal/store/redisstore"
 	"github.com/retrybroker/retrybroker/internal/telemetry"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -60,7 +56,7 @@ type options struct {
 	logLevel          string
 	logFormat         string
 	metricsListen     string
-	redisURL          string
+	redis             *redisOptions
 	configFile        string
 	tlsCert           string
 	tlsKey            string
@@ -81,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM) for TLS")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for verifying client certificates (mTLS identities)")
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
-	fs.StringVar(&o.redisURL, "redis", os.Getenv("BROKER_REDIS_URL"), "Redis URL for state shared by several replicas (redis://host:port/db); default $BROKER_REDIS_URL, empty = memory store")
+	o.redis = addRedisFlags(fs)
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -207,7 +203,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		return err
 	}
 
-	st, storeMode, err := openStore(ctx, o.redisURL, logger)
+	st, storeMode, err := openStore(ctx, o.redis, logger)
 	if err != nil {
 		return err
 	}
@@ -241,7 +237,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	watchStoreHealth(st, hs, mets, logger)
 
 	if o.metricsListen != "" {
-		stopMetrics, err := serveMetrics(o.metricsListen, mets.Handler(), logger)
+		stopMetrics, err := serveMetrics(o.metricsListen, metricsMux(mets.Handler(), st, storeMode), logger)
 		if err != nil {
 			return err
 		}
@@ -314,39 +310,18 @@ func configCommand(args []string, stderr io.Writer) int {
 // local state.
 const StoreHealthService = "retrybroker.v1.SharedState"
 
-// openStore returns the memory store, or with a Redis URL a Redis store
-// that falls back to local state during outages. A Redis that is down at
-// start does not stop the broker.
-func openStore(ctx context.Context, redisURL string, logger *slog.Logger) (store.Store, string, error) {
-	if redisURL == "" {
-		return memstore.New(), "memory", nil
-	}
-	redis.SetLogger(redisLogger{logger})
-	rs, err := redisstore.New(ctx, redisURL)
-	if err != nil {
-		return nil, "", fmt.Errorf("--redis: %w", err)
-	}
-	return store.NewFallback(rs, memstore.New()), "redis " + redisstore.Redact(redisURL), nil
+// openStore returns the memory store, or with a Redis topology a Redis
+// store that falls back to local state during outages (see redis.go). A
+// Redis that is down at start does not stop the broker.
+func openStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (store.Store, string, error) {
+	s, err := openRedisStore(ctx, o, logger)
+	return s.store, s.describe, err
 }
 
 // watchStoreHealth mirrors the Fallback's state into the health service and
 // the degraded gauge.
 func watchStoreHealth(st store.Store, hs *server.Health, mets *metrics.Metrics, logger *slog.Logger) {
-	hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
-	fb, ok := st.(*store.Fallback)
-	if !ok {
-		return
-	}
-	fb.OnStateChange(func(degraded bool) {
-		mets.SetStoreDegraded(degraded)
-		if degraded {
-			logger.Warn("shared store unreachable: serving on local state until it recovers")
-			hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_NOT_SERVING)
-			return
-		}
-		logger.Info("shared store recovered")
-		hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
-	})
+	startSharedState(context.Background(), st, hs, mets, logger)
 }
 
 // redisLogger routes go-redis's internal log lines to slog at debug level
@@ -382,7 +357,7 @@ func serveMetrics(addr string, h http.Handler, logger *slog.Logger) (func(), err
 		return nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
+	mux.Handle("/", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	logger.Info("metrics listening", "addr", lis.Addr().String())

@@ -1,11 +1,12 @@
 // Package metrics exports the broker's Prometheus metrics: attempts,
 // retries, retry delays, hints, probes, calls in flight and parked, and the
-// state of the shared store.
+// state of the shared store (degraded, the cause, state changes).
 package metrics
 
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,8 +26,12 @@ type Metrics struct {
 	waiting    *prometheus.GaugeVec
 	degraded   prometheus.Gauge
 	probes     *prometheus.CounterVec
+	problem    *prometheus.GaugeVec
+	changes    prometheus.Counter
 	registry   *prometheus.Registry
 	statusText [6]string
+	// storeDegraded is the last state SetStoreHealth reported.
+	storeDegraded atomic.Bool
 }
 
 // New registers the broker's collectors (and the Go and process
@@ -67,9 +72,20 @@ func New() *Metrics {
 			Name: "retrybroker_probes_total",
 			Help: "Attempts sent as the single unproven call of a learning gate or a half-open breaker, by what they showed (accepted, refused, failed, none).",
 		}, []string{"result"}),
+		problem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retrybroker_store_problem",
+			Help: "1 for the cause that keeps the broker off the shared store (unreachable, wrongpass, noperm, oom, readonly, moved, ...), 0 for every other cause.",
+		}, []string{"cause"}),
+		changes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "retrybroker_store_state_changes_total",
+			Help: "Changes between shared state and local state (degraded); a fast rise means the shared store flaps.",
+		}),
 		statusText: [6]string{"transport", "1xx", "2xx", "3xx", "4xx", "5xx"},
 	}
-	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes,
+	for _, c := range store.Causes() {
+		m.problem.WithLabelValues(string(c)).Set(0) // every series exists from the start
+	}
+	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.problem, m.changes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -121,5 +137,24 @@ func (m *Metrics) SetStoreDegraded(degraded bool) {
 		m.degraded.Set(1)
 	} else {
 		m.degraded.Set(0)
+	}
+}
+
+// SetStoreHealth reports the shared store's state: the degraded gauge, one
+// problem series per cause (1 for h.Cause while degraded, 0 for the
+// others), and a state change when h.Degraded differs from the last state
+// reported.
+func (m *Metrics) SetStoreHealth(h store.Health) {
+	was := m.storeDegraded.Swap(h.Degraded)
+	if was != h.Degraded {
+		m.changes.Inc()
+	}
+	m.SetStoreDegraded(h.Degraded)
+	for _, c := range store.Causes() {
+		v := 0.0
+		if h.Degraded && c == h.Cause {
+			v = 1
+		}
+		m.problem.WithLabelValues(string(c)).Set(v)
 	}
 }

@@ -6,12 +6,19 @@
 //
 //   - memstore: in-process state, the default for a single broker;
 //   - redisstore: shared state in Redis (one Lua script per operation), so
-//     that several broker replicas act as one.
+//     that several broker replicas act as one, on a single server, Redis
+//     Cluster or Sentinel.
 //
 // [Fallback] wraps a shared (Redis) store and a local (memory) store: while
-// the shared store is unreachable it serves from local state, reports itself
-// degraded and probes the shared store until it recovers. With
-// [WithFailClosed] it returns [ErrUnavailable] instead.
+// the shared store fails it serves from local state, reports itself
+// degraded with a named [Cause] (unreachable, or a misconfiguration such as
+// wrongpass, noperm, oom, readonly, or moved for a cluster behind a
+// single-node client), and probes the shared store until it recovers.
+// Recovery is proven, not assumed: a [Verifier] primary (redisstore) must
+// run its own operations, writes included, before the Fallback returns to
+// it, and a primary that flaps must pass every probe for a growing
+// hold-down. Calls marked fail-closed (or every call, with
+// [WithFailClosed]) get [ErrUnavailable] instead of local state.
 //
 // # Time
 //

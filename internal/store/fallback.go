@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Fallback defaults.
@@ -18,10 +19,21 @@ const (
 	// DefaultPrimaryTimeout bounds each call to the primary store, whatever
 	// the caller's deadline.
 	DefaultPrimaryTimeout = 250 * time.Millisecond
+	// DefaultVerifyTimeout bounds one verification of a primary that is a
+	// [Verifier] (several round trips on a cluster).
+	DefaultVerifyTimeout = time.Second
 	// DefaultProbeMin is the first wait between two recovery probes.
 	DefaultProbeMin = 100 * time.Millisecond
 	// DefaultProbeMax is the longest wait between two recovery probes.
 	DefaultProbeMax = 2 * time.Second
+	// DefaultStableAfter is how long the primary must have stayed healthy
+	// for its next failure not to count as a flap.
+	DefaultStableAfter = 30 * time.Second
+	// DefaultMaxHoldDown bounds how long a flapping primary must pass every
+	// probe before the Fallback returns to it.
+	DefaultMaxHoldDown = 30 * time.Second
+	// maxDetail bounds Health.Detail, in bytes.
+	maxDetail = 300
 )
 
 // Ticket id prefixes: which backend issued a ticket.
@@ -30,12 +42,116 @@ const (
 	localTicket   = "l"
 )
 
+// Cause names why a Fallback does not use its primary. Values are short
+// lower-case words, fit for a metric label.
+type Cause string
+
+// Causes of a degraded Fallback. Apart from CauseUnreachable, each is a
+// misconfiguration or a state of the shared store that waiting out will not
+// always fix, and is reported by its name, never as "unreachable".
+const (
+	// CauseNone: the primary is in use.
+	CauseNone Cause = ""
+	// CauseUnreachable: no answer in time (down, refused, timed out,
+	// connection lost).
+	CauseUnreachable Cause = "unreachable"
+	// CauseMoved: a Redis Cluster node answered MOVED or ASK to a client
+	// that is not a cluster client (a cluster behind a single-node client),
+	// or a cluster client ran out of redirects.
+	CauseMoved Cause = "moved"
+	// CauseCrossSlot: one script's keys hash to different cluster slots.
+	CauseCrossSlot Cause = "crossslot"
+	// CauseNoPerm: the ACL user may not run a command or touch a key.
+	CauseNoPerm Cause = "noperm"
+	// CauseWrongPass: authentication failed (WRONGPASS, NOAUTH).
+	CauseWrongPass Cause = "wrongpass"
+	// CauseOOM: the server refuses writes (maxmemory reached with a
+	// noeviction policy).
+	CauseOOM Cause = "oom"
+	// CauseReadOnly: the server is a read-only replica.
+	CauseReadOnly Cause = "readonly"
+	// CauseNotCluster: a cluster client reached a server that is not a
+	// cluster node.
+	CauseNotCluster Cause = "notcluster"
+	// CauseClusterDown: the cluster does not serve the slot (CLUSTERDOWN,
+	// TRYAGAIN), for instance during a failover.
+	CauseClusterDown Cause = "clusterdown"
+	// CauseMasterDown: a replica lost its master (MASTERDOWN).
+	CauseMasterDown Cause = "masterdown"
+	// CauseLoading: the server is loading its data set (LOADING).
+	CauseLoading Cause = "loading"
+	// CauseTLS: the TLS handshake failed (unknown CA, wrong name, no or
+	// refused client certificate).
+	CauseTLS Cause = "tls"
+	// CauseSentinel: the sentinels answered, but not with a master (an
+	// unknown master name, or not sentinels at all).
+	CauseSentinel Cause = "sentinel"
+	// CauseUnexpected: the store's own operations ran but gave wrong
+	// results (a proxy or server that does not behave as Redis).
+	CauseUnexpected Cause = "unexpected"
+	// CauseOther: any other error the server answered.
+	CauseOther Cause = "other"
+)
+
+// Causes returns every cause but CauseNone, in a fixed order (one metric
+// series each).
+func Causes() []Cause {
+	return []Cause{
+		CauseUnreachable, CauseMoved, CauseCrossSlot, CauseNoPerm, CauseWrongPass, CauseOOM,
+		CauseReadOnly, CauseNotCluster, CauseClusterDown, CauseMasterDown, CauseLoading,
+		CauseTLS, CauseSentinel, CauseUnexpected, CauseOther,
+	}
+}
+
+// causer is implemented by errors that name their cause.
+type causer interface{ StoreCause() Cause }
+
+// CauseOf returns the cause that err names (an error in its chain with a
+// StoreCause() Cause method), CauseUnreachable for an error that names
+// none, and CauseNone for nil.
+func CauseOf(err error) Cause {
+	if err == nil {
+		return CauseNone
+	}
+	var c causer
+	if errors.As(err, &c) {
+		if cause := c.StoreCause(); cause != CauseNone {
+			return cause
+		}
+	}
+	return CauseUnreachable
+}
+
+// Health is a Fallback's state.
+type Health struct {
+	// Degraded is true while calls are served from local state (or fail,
+	// when fail-closed).
+	Degraded bool
+	// Cause names why, while Degraded; CauseNone otherwise.
+	Cause Cause
+	// Detail is the error that caused it (at most 300 bytes), for the log
+	// and health detail; empty while healthy. Errors never hold secrets.
+	Detail string
+	// Since is when the state (and, while degraded, the cause) began.
+	Since time.Time
+}
+
 // Pinger is implemented by stores that can check their backend cheaply.
-// Fallback probes a primary that implements it with Ping, and otherwise
+// Fallback probes a primary that implements neither Verifier nor Pinger
 // with GateState on a reserved key.
 type Pinger interface {
 	// Ping returns nil when the backend answers.
 	Ping(ctx context.Context) error
+}
+
+// Verifier is implemented by stores that can prove that their backend
+// works: Verify runs the store's own operations, writes included, on
+// reserved keys and checks their results. A Fallback verifies such a
+// primary, rather than pinging it, before it returns to it. Errors name
+// their cause (see [CauseOf]).
+type Verifier interface {
+	// Verify returns nil when the store's operations work.
+	Verify(ctx context.Context) error
 }
 
 // FallbackOption configures a Fallback.
@@ -44,7 +160,10 @@ type FallbackOption func(*fallbackOptions)
 type fallbackOptions struct {
 	failClosed         bool
 	timeout            time.Duration
+	verifyTimeout      time.Duration
 	probeMin, probeMax time.Duration
+	stableAfter        time.Duration
+	maxHold            time.Duration
 }
 
 // WithFailClosed makes the Fallback return an error wrapping
@@ -55,13 +174,23 @@ func WithFailClosed() FallbackOption {
 	return func(o *fallbackOptions) { o.failClosed = true }
 }
 
-// WithPrimaryTimeout bounds each call to the primary (and each probe) to d,
-// even when the caller's deadline is later; zero or negative keeps
+// WithPrimaryTimeout bounds each call to the primary (and each ping probe)
+// to d, even when the caller's deadline is later; zero or negative keeps
 // [DefaultPrimaryTimeout].
 func WithPrimaryTimeout(d time.Duration) FallbackOption {
 	return func(o *fallbackOptions) {
 		if d > 0 {
 			o.timeout = d
+		}
+	}
+}
+
+// WithVerifyTimeout bounds each verification of a [Verifier] primary to d;
+// zero or negative keeps [DefaultVerifyTimeout].
+func WithVerifyTimeout(d time.Duration) FallbackOption {
+	return func(o *fallbackOptions) {
+		if d > 0 {
+			o.verifyTimeout = d
 		}
 	}
 }
@@ -80,35 +209,59 @@ func WithProbeBackoff(minWait, maxWait time.Duration) FallbackOption {
 	}
 }
 
+// WithFlapDamping sets the hysteresis against a primary that passes its
+// probe but fails calls again at once: a failure less than stableAfter
+// after a recovery counts as a flap, and after the n-th flap in a row the
+// primary must pass every probe for a hold-down of maxWait × 2^(n-1)
+// (maxWait from [WithProbeBackoff]), at most maxHold, before the Fallback
+// returns to it. Zero or negative values keep [DefaultStableAfter] and
+// [DefaultMaxHoldDown].
+func WithFlapDamping(stableAfter, maxHold time.Duration) FallbackOption {
+	return func(o *fallbackOptions) {
+		if stableAfter > 0 {
+			o.stableAfter = stableAfter
+		}
+		if maxHold > 0 {
+			o.maxHold = maxHold
+		}
+	}
+}
+
 // Fallback is a Store that uses a primary (shared, Redis) store while it
 // answers and a local (memory) store while it does not.
 //
 // A primary call that fails or takes longer than the primary timeout marks
-// the Fallback degraded, and the call is served from local state (or fails
-// with [ErrUnavailable] under [WithFailClosed]). While degraded, calls go
-// straight to local state, and a background probe checks the primary with
-// exponential backoff; when it answers, the Fallback is healthy again and
-// calls return to the primary. A failure that coincides with the end of the
+// the Fallback degraded, with the cause the error names (see [Health] and
+// [CauseOf]), and the call is served from local state (or fails with
+// [ErrUnavailable] when the call or the Fallback is fail-closed). While
+// degraded, calls go straight to local state, and a background probe
+// checks the primary with exponential backoff. A primary that is a
+// [Verifier] must pass Verify (its own operations, writes included), so a
+// server that answers PING but refuses writes (out of memory, read-only)
+// stays degraded; other primaries are pinged. When the probe passes, the
+// Fallback is healthy again and calls return to the primary. A failure soon
+// after a recovery is a flap: the next recovery then waits for a hold-down
+// (see [WithFlapDamping]). A failure that coincides with the end of the
 // caller's own ctx (cancelled, or a deadline shorter than the primary
-// timeout) is returned as is; the primary is then pinged in the background,
-// and the Fallback degrades only if that ping fails too.
+// timeout) is returned as is; the primary is then probed in the
+// background, and the Fallback degrades only if that probe fails too.
 //
 // Tickets record which backend issued them, and Complete goes to that
 // backend. Completing a primary ticket while degraded applies the
 // observation and budget locally; the primary's registration then ages out
 // after its ticket TTL. An empty ticket (nothing registered) stays empty,
 // and Complete with it goes where a call without a ticket would: to the
-// primary while healthy, to local state while degraded. Gate closings the primary reports are mirrored into
-// local state, so gates closed before an outage stay closed during it. This
-// includes gates closed because the known quota is used up by the calls in
-// flight: locally such a gate stays closed until the quota's reset, since
-// local state cannot see the primary's calls in flight. The quotas that
-// observations report are mirrored too, so that during an outage local
-// state still admits no more than the last known remaining count (plus the
-// calls that were in flight on the primary when it failed). State is
-// otherwise not copied in either direction: in-flight counts, budgets and
-// pacing restart from local counts during an outage, and from the
-// primary's after.
+// primary while healthy, to local state while degraded. Gate closings the
+// primary reports are mirrored into local state, so gates closed before an
+// outage stay closed during it. This includes gates closed because the
+// known quota is used up by the calls in flight: locally such a gate stays
+// closed until the quota's reset, since local state cannot see the
+// primary's calls in flight. The quotas that observations report are
+// mirrored too, so that during an outage local state still admits no more
+// than the last known remaining count (plus the calls that were in flight
+// on the primary when it failed). State is otherwise not copied in either
+// direction: in-flight counts, budgets and pacing restart from local counts
+// during an outage, and from the primary's after.
 type Fallback struct {
 	primary, local Store
 	opts           fallbackOptions
@@ -116,12 +269,16 @@ type Fallback struct {
 	degraded atomic.Bool
 	checking atomic.Bool // a check started by a caller's early exit runs
 
-	mu        sync.Mutex // guards the fields below and state changes
-	closed    bool
-	life      context.Context // cancelled by Close: stops the probe
-	kill      context.CancelFunc
-	listeners []func(degraded bool)
-	wg        sync.WaitGroup // the probe and check goroutines
+	mu          sync.Mutex // guards the fields below and state changes
+	closed      bool
+	health      Health
+	recoveredAt time.Time       // the last return to the primary
+	flaps       int             // failures in a row that came soon after a recovery
+	life        context.Context // cancelled by Close: stops the probe
+	kill        context.CancelFunc
+	listeners   []func(degraded bool)
+	watchers    []func(Health)
+	wg          sync.WaitGroup // the probe and check goroutines
 
 	notifyMu sync.Mutex // keeps notifications in the order of the changes
 }
@@ -129,60 +286,97 @@ type Fallback struct {
 var _ Store = (*Fallback)(nil)
 
 // NewFallback returns a Fallback over primary and local, healthy until a
-// primary call fails. The Fallback owns both stores: Close closes them.
+// primary call (or [Fallback.Verify]) fails. The Fallback owns both
+// stores: Close closes them.
 func NewFallback(primary, local Store, opts ...FallbackOption) *Fallback {
-	o := fallbackOptions{timeout: DefaultPrimaryTimeout, probeMin: DefaultProbeMin, probeMax: DefaultProbeMax}
+	o := fallbackOptions{
+		timeout: DefaultPrimaryTimeout, verifyTimeout: DefaultVerifyTimeout,
+		probeMin: DefaultProbeMin, probeMax: DefaultProbeMax,
+		stableAfter: DefaultStableAfter, maxHold: DefaultMaxHoldDown,
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	o.probeMax = max(o.probeMax, o.probeMin)
 	life, kill := context.WithCancel(context.Background())
-	return &Fallback{primary: primary, local: local, opts: o, life: life, kill: kill}
+	return &Fallback{
+		primary: primary, local: local, opts: o, life: life, kill: kill,
+		health: Health{Since: time.Now()},
+	}
 }
 
-// Degraded reports whether the primary is currently considered unreachable.
+// Degraded reports whether the primary is currently not in use.
 func (f *Fallback) Degraded() bool { return f.degraded.Load() }
+
+// Health returns the current state and, while degraded, its cause.
+func (f *Fallback) Health() Health {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.health
+}
 
 // OnStateChange registers fn to be called on each change between healthy
 // (false) and degraded (true), in order, from the goroutine that made the
 // change. fn must not block for long nor call the Fallback's Store
-// methods (it may call Degraded); it is not called for the state current at
-// registration (read Degraded for that).
+// methods (it may call Degraded and Health); it is not called for the state
+// current at registration (read Degraded for that).
 func (f *Fallback) OnStateChange(fn func(degraded bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listeners = append(f.listeners, fn)
 }
 
+// OnHealthChange registers fn to be called, as OnStateChange's listeners
+// are, on each change between healthy and degraded and on each change of
+// cause while degraded, with the new Health.
+func (f *Fallback) OnHealthChange(fn func(Health)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watchers = append(f.watchers, fn)
+}
+
+// Verify checks the primary now, as the recovery probe does (Verify on a
+// [Verifier], else a ping), bounded by ctx and the verify timeout. When
+// the check fails the Fallback degrades with the error's cause (if it was
+// not degraded already) and probes for recovery, and the error is
+// returned. A broker calls it at start, so that a misconfigured shared
+// store is named at once rather than at the first call.
+func (f *Fallback) Verify(ctx context.Context) error {
+	err := f.check1(ctx)
+	if err == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	f.degrade(err)
+	return err
+}
+
 // Admit implements Store.
 func (f *Fallback) Admit(ctx context.Context, req AdmitRequest) (Admission, error) {
-	var cause error
-	if !f.degraded.Load() {
-		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
-		a, err := f.primary.Admit(pctx, req)
-		cancel()
-		if err == nil {
-			if a.Ticket.ID != "" { // an empty ticket stays empty
-				a.Ticket.ID = primaryTicket + a.Ticket.ID
+	return call(f, ctx, "admit", req.FailClosed,
+		func(pctx context.Context) (Admission, error) {
+			a, err := f.primary.Admit(pctx, req)
+			if err == nil {
+				a.Ticket.ID = issued(primaryTicket, a.Ticket.ID)
+				f.mirror(ctx, req.Gate, a.GateClosedUntil, req.Now)
 			}
-			f.mirror(ctx, req.Gate, a.GateClosedUntil, req.Now)
-			return a, nil
-		}
-		if cause = f.failed(ctx, err); cause == nil {
-			return Admission{}, fmt.Errorf("store: admit: %w", err)
-		}
+			return a, err
+		},
+		func(ctx context.Context) (Admission, error) {
+			a, err := f.local.Admit(ctx, req)
+			if err == nil {
+				a.Ticket.ID = issued(localTicket, a.Ticket.ID)
+			}
+			return a, err
+		})
+}
+
+// issued prefixes a non-empty ticket id with the backend that issued it;
+// an empty ticket stays empty.
+func issued(backend, id string) string {
+	if id == "" {
+		return ""
 	}
-	if f.opts.failClosed || req.FailClosed {
-		return Admission{}, f.unavailable("admit", cause)
-	}
-	a, err := f.local.Admit(ctx, req)
-	if err != nil {
-		return a, fmt.Errorf("store: admit (local): %w", err)
-	}
-	if a.Ticket.ID != "" {
-		a.Ticket.ID = localTicket + a.Ticket.ID
-	}
-	return a, nil
+	return backend + id
 }
 
 // Complete implements Store. A ticket goes back to the backend that issued
@@ -198,79 +392,78 @@ func (f *Fallback) Complete(ctx context.Context, req CompleteRequest) (CompleteR
 		return r, nil
 	}
 	req.Ticket.ID = strings.TrimPrefix(req.Ticket.ID, primaryTicket)
-	var cause error
-	if !f.degraded.Load() {
-		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
-		r, err := f.primary.Complete(pctx, req)
-		cancel()
-		if err == nil {
-			f.mirrorObs(ctx, req.Gate, r.GateClosedUntil, req.Obs, req.Now)
-			return r, nil
-		}
-		if cause = f.failed(ctx, err); cause == nil {
-			return CompleteResult{}, fmt.Errorf("store: complete: %w", err)
-		}
-	}
-	if f.opts.failClosed || req.FailClosed {
-		return CompleteResult{}, f.unavailable("complete", cause)
-	}
-	req.Ticket = Ticket{} // registered on the primary: it ages out there
-	r, err := f.local.Complete(ctx, req)
-	if err != nil {
-		return r, fmt.Errorf("store: complete (local): %w", err)
-	}
-	return r, nil
+	return call(f, ctx, "complete", req.FailClosed,
+		func(pctx context.Context) (CompleteResult, error) {
+			r, err := f.primary.Complete(pctx, req)
+			if err == nil {
+				f.mirrorObs(ctx, req.Gate, r.GateClosedUntil, req.Obs, req.Now)
+			}
+			return r, err
+		},
+		func(ctx context.Context) (CompleteResult, error) {
+			local := req
+			local.Ticket = Ticket{} // registered on the primary: it ages out there
+			return f.local.Complete(ctx, local)
+		})
 }
 
 // Observe implements Store.
 func (f *Fallback) Observe(ctx context.Context, req ObserveRequest) (GateStatus, error) {
-	var cause error
-	if !f.degraded.Load() {
-		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
-		st, err := f.primary.Observe(pctx, req)
-		cancel()
-		if err == nil {
-			f.mirrorObs(ctx, req.Gate, st.ClosedUntil, req.Obs, req.Now)
-			return st, nil
-		}
-		if cause = f.failed(ctx, err); cause == nil {
-			return GateStatus{}, fmt.Errorf("store: observe: %w", err)
-		}
-	}
-	if f.opts.failClosed || req.FailClosed {
-		return GateStatus{}, f.unavailable("observe", cause)
-	}
-	st, err := f.local.Observe(ctx, req)
-	if err != nil {
-		return st, fmt.Errorf("store: observe (local): %w", err)
-	}
-	return st, nil
+	return call(f, ctx, "observe", req.FailClosed,
+		func(pctx context.Context) (GateStatus, error) {
+			st, err := f.primary.Observe(pctx, req)
+			if err == nil {
+				f.mirrorObs(ctx, req.Gate, st.ClosedUntil, req.Obs, req.Now)
+			}
+			return st, err
+		},
+		func(ctx context.Context) (GateStatus, error) { return f.local.Observe(ctx, req) })
 }
 
-// GateState implements Store. It never fails closed: it reports state and
-// changes nothing.
+// GateState implements Store. It fails closed only when the Fallback is
+// ([WithFailClosed]): it reports state and changes nothing.
 func (f *Fallback) GateState(ctx context.Context, gate GateKey, now time.Time) (GateStatus, error) {
+	return call(f, ctx, "gate state", false,
+		func(pctx context.Context) (GateStatus, error) {
+			st, err := f.primary.GateState(pctx, gate, now)
+			if err == nil {
+				f.mirror(ctx, gate, st.ClosedUntil, now)
+			}
+			return st, err
+		},
+		func(ctx context.Context) (GateStatus, error) { return f.local.GateState(ctx, gate, now) })
+}
+
+// call is the one path of every operation: on the primary while healthy,
+// bounded by the primary timeout; on local state while degraded or when the
+// primary fails; or, when the call (failClosed) or the Fallback is
+// fail-closed, an error wrapping ErrUnavailable instead of local state. An
+// error that must reach the caller unchanged (its own ctx ended, or the
+// store is closed) is returned without trying local state.
+func call[R any](f *Fallback, ctx context.Context, op string, failClosed bool,
+	primary, local func(ctx context.Context) (R, error),
+) (R, error) {
+	var zero R
 	var cause error
 	if !f.degraded.Load() {
 		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
-		st, err := f.primary.GateState(pctx, gate, now)
+		r, err := primary(pctx)
 		cancel()
 		if err == nil {
-			f.mirror(ctx, gate, st.ClosedUntil, now)
-			return st, nil
+			return r, nil
 		}
 		if cause = f.failed(ctx, err); cause == nil {
-			return GateStatus{}, fmt.Errorf("store: gate state: %w", err)
+			return zero, fmt.Errorf("store: %s: %w", op, err)
 		}
 	}
-	if f.opts.failClosed {
-		return GateStatus{}, f.unavailable("gate state", cause)
+	if failClosed || f.opts.failClosed {
+		return zero, f.unavailable(op, cause)
 	}
-	st, err := f.local.GateState(ctx, gate, now)
+	r, err := local(ctx)
 	if err != nil {
-		return st, fmt.Errorf("store: gate state (local): %w", err)
+		return r, fmt.Errorf("store: %s (local): %w", op, err)
 	}
-	return st, nil
+	return r, nil
 }
 
 // InFlight implements InFlightCounter from the backend in use (the primary
@@ -314,12 +507,12 @@ func (f *Fallback) failed(ctx context.Context, err error) error {
 		f.check()
 		return nil
 	}
-	f.setDegraded(true)
+	f.degrade(err)
 	return err
 }
 
-// check pings the primary in the background, at most one check at a time,
-// and degrades the Fallback when the ping fails.
+// check probes the primary in the background, at most one check at a
+// time, and degrades the Fallback when the probe fails.
 func (f *Fallback) check() {
 	if !f.checking.CompareAndSwap(false, true) {
 		return
@@ -335,15 +528,18 @@ func (f *Fallback) check() {
 	go func() {
 		defer f.wg.Done()
 		defer f.checking.Store(false)
-		if err := f.ping(); err != nil && f.life.Err() == nil {
-			f.setDegraded(true)
+		if err := f.check1(f.life); err != nil && f.life.Err() == nil {
+			f.degrade(err)
 		}
 	}()
 }
 
+// unavailable is the error of a fail-closed call: cause is this call's
+// primary error, or nil when the Fallback was already degraded.
 func (f *Fallback) unavailable(op string, cause error) error {
 	if cause == nil {
-		return fmt.Errorf("store: %s: %w (degraded, waiting for the shared store to recover)", op, ErrUnavailable)
+		h := f.Health()
+		return fmt.Errorf("store: %s: %w (degraded: %s, waiting for the shared store to recover)", op, ErrUnavailable, h.Cause)
 	}
 	if errors.Is(cause, ErrUnavailable) {
 		return fmt.Errorf("store: %s: %w", op, cause)
@@ -367,33 +563,98 @@ func (f *Fallback) mirrorObs(ctx context.Context, gate GateKey, until time.Time,
 	}, MaxGate: MaxMirrorGate, Now: now})
 }
 
-// setDegraded changes the state, starts or ends probing, and notifies the
-// listeners in order.
-func (f *Fallback) setDegraded(d bool) {
+// degrade marks the Fallback degraded with err's cause, counts a flap when
+// it comes soon after a recovery, starts the probe, and notifies; while
+// already degraded it only records a change of cause.
+func (f *Fallback) degrade(err error) {
+	cause, detail := CauseOf(err), errDetail(err)
 	f.mu.Lock()
-	if f.closed || f.degraded.Load() == d {
+	if f.closed {
 		f.mu.Unlock()
 		return
 	}
-	f.degraded.Store(d)
-	if d {
-		f.wg.Add(1)
-		go f.probe()
+	now := time.Now()
+	was := f.health
+	if was.Degraded {
+		if was.Cause == cause {
+			f.health.Detail = detail // the same trouble, in fresher words
+			f.mu.Unlock()
+			return
+		}
+		f.health = Health{Degraded: true, Cause: cause, Detail: detail, Since: now}
+		f.notify(false)
+		return
 	}
-	listeners := append([]func(bool){}, f.listeners...)
+	if !f.recoveredAt.IsZero() && now.Sub(f.recoveredAt) < f.opts.stableAfter {
+		f.flaps++
+	} else {
+		f.flaps = 0
+	}
+	f.health = Health{Degraded: true, Cause: cause, Detail: detail, Since: now}
+	f.degraded.Store(true)
+	f.wg.Add(1)
+	go f.probe(f.holdDown())
+	f.notify(true)
+}
+
+// recover returns the Fallback to the primary and notifies.
+func (f *Fallback) recover() {
+	f.mu.Lock()
+	if f.closed || !f.health.Degraded {
+		f.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	f.recoveredAt = now
+	f.health = Health{Since: now}
+	f.degraded.Store(false)
+	f.notify(true)
+}
+
+// notify calls the listeners (state listeners only when flipped) in order.
+// It is called with f.mu held and releases it.
+func (f *Fallback) notify(flipped bool) {
+	h := f.health
+	var listeners []func(bool)
+	if flipped {
+		listeners = append(listeners, f.listeners...)
+	}
+	watchers := append([]func(Health){}, f.watchers...)
 	f.notifyMu.Lock()
 	f.mu.Unlock()
 	defer f.notifyMu.Unlock()
 	for _, fn := range listeners {
-		fn(d)
+		fn(h.Degraded)
+	}
+	for _, fn := range watchers {
+		fn(h)
 	}
 }
 
-// probe checks the primary with exponential backoff until it answers or
-// the Fallback closes.
-func (f *Fallback) probe() {
+// holdDown returns how long the primary must pass every probe before the
+// Fallback returns to it: nothing after a stable period, maxWait ×
+// 2^(flaps-1) up to maxHold while it flaps. Called with f.mu held.
+func (f *Fallback) holdDown() time.Duration {
+	if f.flaps == 0 {
+		return 0
+	}
+	d := f.opts.probeMax
+	for range f.flaps - 1 {
+		if d >= f.opts.maxHold {
+			break
+		}
+		d *= 2
+	}
+	return min(d, f.opts.maxHold)
+}
+
+// probe checks the primary with exponential backoff until it passes for
+// the hold-down (once, with none) or the Fallback closes. A failed check
+// updates the cause.
+func (f *Fallback) probe(hold time.Duration) {
 	defer f.wg.Done()
 	wait := f.opts.probeMin
+	var passing time.Time // since when every check passed
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -402,21 +663,57 @@ func (f *Fallback) probe() {
 			return
 		case <-timer.C:
 		}
-		if f.ping() == nil {
-			f.setDegraded(false)
+		err := f.check1(f.life)
+		if f.life.Err() != nil {
 			return
 		}
-		wait = min(2*wait, f.opts.probeMax)
+		now := time.Now()
+		switch {
+		case err != nil:
+			passing = time.Time{}
+			f.degrade(err)
+			wait = min(2*wait, f.opts.probeMax)
+		case hold <= 0 || !passing.IsZero() && now.Sub(passing) >= hold:
+			f.recover()
+			return
+		default:
+			if passing.IsZero() {
+				passing = now
+			}
+			wait = max(min(f.opts.probeMax, hold-now.Sub(passing)), f.opts.probeMin)
+		}
 		timer.Reset(wait)
 	}
 }
 
-func (f *Fallback) ping() error {
-	ctx, cancel := context.WithTimeout(f.life, f.opts.timeout)
+// check1 checks the primary once: Verify on a Verifier (bounded by the
+// verify timeout), else Ping (bounded by the primary timeout), else
+// GateState on a reserved key.
+func (f *Fallback) check1(ctx context.Context) error {
+	if v, ok := f.primary.(Verifier); ok {
+		ctx, cancel := context.WithTimeout(ctx, f.opts.verifyTimeout)
+		defer cancel()
+		return v.Verify(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
 	defer cancel()
 	if p, ok := f.primary.(Pinger); ok {
 		return p.Ping(ctx)
 	}
 	_, err := f.primary.GateState(ctx, GateKey{Tenant: "\x00probe"}, time.Now())
 	return err
+}
+
+// errDetail returns err's text, at most maxDetail bytes (cut at a rune
+// boundary).
+func errDetail(err error) string {
+	s := err.Error()
+	if len(s) <= maxDetail {
+		return s
+	}
+	cut := maxDetail
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -124,7 +124,10 @@ func watch(f *store.Fallback) *transitions {
 		tr.mu.Lock()
 		tr.got = append(tr.got, d)
 		tr.mu.Unlock()
-		tr.ch <- d
+		select {
+		case tr.ch <- d:
+		default: // a flapping Fallback must not block on its listener
+		}
 	})
 	return tr
 }
@@ -655,5 +658,264 @@ func TestFallbackEmptyTickets(t *testing.T) {
 	}
 	if p.calls.Load() != before+1 || local.completes.Load() != 1 {
 		t.Fatalf("empty-ticket Complete after recovery: %d primary calls, %d local Completes; want 1 and 1", p.calls.Load()-before, local.completes.Load())
+	}
+}
+
+// TestFallbackOOMDoesNotFlap is the regression test of a Redis out of
+// memory (maxmemory reached, noeviction): every script that writes fails
+// while PING still answers. The Fallback must stay degraded, with the
+// cause named, instead of flipping back at each probe; and it must return
+// to Redis by itself once writes work again.
+func TestFallbackOOMDoesNotFlap(t *testing.T) {
+	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
+	rs, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := store.NewFallback(rs, memstore.New(), store.WithPrimaryTimeout(2*time.Second),
+		store.WithProbeBackoff(5*time.Millisecond, 20*time.Millisecond))
+	t.Cleanup(func() { _ = f.Close() })
+	tr := watch(f)
+	ctx := context.Background()
+	admit := func(i int) {
+		t.Helper()
+		// A first attempt with a budget: the admit script writes.
+		a, err := f.Admit(ctx, store.AdmitRequest{Gate: gate, FirstAttempt: true, Budget: store.DefaultBudget(), Now: t0.Add(time.Duration(i) * time.Millisecond)})
+		if err != nil || !a.Admitted() {
+			t.Fatalf("Admit %d = %+v, %v; want admitted (from local state while Redis refuses writes)", i, a, err)
+		}
+	}
+	admit(0)
+	raw := rawClient(t, srv.URL())
+	if err := raw.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING with maxmemory reached: %v (the test needs PING to answer)", err)
+	}
+	begin := time.Now()
+	for i := 1; i <= 150; i++ { // about 1.5 s: 75 probes or more at 20 ms
+		admit(i)
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("calls took %v", time.Since(begin))
+	if got := tr.list(); len(got) != 1 || !got[0] {
+		t.Fatalf("transitions with Redis out of memory = %v, want one change to degraded (health must not flap)", got)
+	}
+	if h := f.Health(); !h.Degraded || h.Cause != store.CauseOOM || !strings.Contains(h.Detail, "OOM") {
+		t.Fatalf("Health = %+v, want degraded by oom", h)
+	}
+	if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	tr.wait(t, true, time.Second) // the degrading change, already listed
+	tr.wait(t, false, 5*time.Second)
+	if h := f.Health(); h.Degraded || h.Cause != store.CauseNone {
+		t.Fatalf("Health after memory was freed = %+v", h)
+	}
+}
+
+// rawClient returns a plain client on url, closed at cleanup.
+func rawClient(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DisableIdentity = true
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestFallbackNamesTheCause checks that a wrong password is named (not
+// "unreachable") in Health, for a call and for Verify at start, and that a
+// fail-closed call's error names it too.
+func TestFallbackNamesTheCause(t *testing.T) {
+	srv := redistest.StartServer(t, "--requirepass", "right")
+	rs, err := redisstore.Open(context.Background(), redisstore.Config{URL: srv.URL(), Password: "wrong"}, redisstore.WithRedisOptions(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := store.NewFallback(rs, memstore.New(), store.WithPrimaryTimeout(5*time.Second), store.WithProbeBackoff(time.Hour, time.Hour))
+	t.Cleanup(func() { _ = f.Close() })
+	err = f.Verify(context.Background())
+	if store.CauseOf(err) != store.CauseWrongPass {
+		t.Fatalf("Verify = %v, want wrongpass", err)
+	}
+	h := f.Health()
+	if !h.Degraded || h.Cause != store.CauseWrongPass || !strings.Contains(h.Detail, "WRONGPASS") || strings.Contains(h.Detail, "wrong\"") {
+		t.Fatalf("Health = %+v, want degraded by wrongpass", h)
+	}
+	_, err = f.Admit(context.Background(), store.AdmitRequest{Gate: gate, FailClosed: true, Now: t0})
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "wrongpass") {
+		t.Fatalf("fail-closed Admit = %v, want ErrUnavailable naming wrongpass", err)
+	}
+	if a, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, Now: t0}); err != nil || !a.Admitted() {
+		t.Fatalf("fail-open Admit = %+v, %v; want served locally", a, err)
+	}
+}
+
+// verifying is a primary whose Verify fails with verr (when set), and whose
+// calls fail with callErr (when set).
+type verifying struct {
+	*memstore.Store
+	mu      sync.Mutex
+	verr    error
+	callErr error
+}
+
+func (v *verifying) set(verr, callErr error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.verr, v.callErr = verr, callErr
+}
+
+func (v *verifying) Verify(context.Context) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.verr
+}
+
+func (v *verifying) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
+	v.mu.Lock()
+	err := v.callErr
+	v.mu.Unlock()
+	if err != nil {
+		return store.Admission{}, err
+	}
+	return v.Store.Admit(ctx, req)
+}
+
+// causeErr is an error naming a cause.
+type causeErr store.Cause
+
+func (c causeErr) Error() string           { return "trouble: " + string(c) }
+func (c causeErr) StoreCause() store.Cause { return store.Cause(c) }
+
+// TestFallbackVerifyAndCauseChanges: Verify at start degrades with the
+// cause; a probe that fails with another cause reports the change; a
+// passing Verify brings the Fallback back by itself.
+func TestFallbackVerifyAndCauseChanges(t *testing.T) {
+	p := &verifying{Store: memstore.New()}
+	p.set(causeErr(store.CauseWrongPass), nil)
+	f := store.NewFallback(p, memstore.New(), store.WithProbeBackoff(time.Millisecond, 5*time.Millisecond))
+	t.Cleanup(func() { _ = f.Close() })
+	var mu sync.Mutex
+	var seen []store.Health
+	changed := make(chan struct{}, 100)
+	f.OnHealthChange(func(h store.Health) {
+		mu.Lock()
+		seen = append(seen, h)
+		mu.Unlock()
+		changed <- struct{}{}
+	})
+	if err := f.Verify(context.Background()); store.CauseOf(err) != store.CauseWrongPass || !f.Degraded() {
+		t.Fatalf("Verify = %v, degraded %v", err, f.Degraded())
+	}
+	p.set(causeErr(store.CauseNoPerm), nil)
+	<-changed
+	<-changed
+	if h := f.Health(); h.Cause != store.CauseNoPerm || !h.Degraded {
+		t.Fatalf("Health after the cause changed = %+v", h)
+	}
+	p.set(nil, nil)
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no recovery after Verify passed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []store.Cause{store.CauseWrongPass, store.CauseNoPerm, store.CauseNone}
+	if len(seen) != len(want) {
+		t.Fatalf("health changes %+v, want causes %v", seen, want)
+	}
+	for i, h := range seen {
+		if h.Cause != want[i] || h.Degraded != (want[i] != store.CauseNone) {
+			t.Fatalf("health change %d = %+v, want cause %q", i, h, want[i])
+		}
+	}
+}
+
+// TestFallbackFlapDamping: a primary that passes its probe but fails every
+// call makes the Fallback flap; each flap in a row holds the next recovery
+// back longer (probe max × 2^(n-1), capped), so flips stay few.
+func TestFallbackFlapDamping(t *testing.T) {
+	const probeMax, maxHold = 20 * time.Millisecond, 80 * time.Millisecond
+	p := &verifying{Store: memstore.New()}
+	p.set(nil, causeErr(store.CauseOOM))
+	f := store.NewFallback(p, memstore.New(), store.WithProbeBackoff(time.Millisecond, probeMax), store.WithFlapDamping(time.Hour, maxHold))
+	t.Cleanup(func() { _ = f.Close() })
+	var mu sync.Mutex
+	var degradedAt []time.Time
+	var periods []time.Duration // how long each degraded period lasted
+	f.OnStateChange(func(d bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d {
+			degradedAt = append(degradedAt, time.Now())
+		} else {
+			periods = append(periods, time.Since(degradedAt[len(degradedAt)-1]))
+		}
+	})
+	deadline := time.Now().Add(600 * time.Millisecond)
+	calls := 0
+	for time.Now().Before(deadline) {
+		if _, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(periods) < 3 {
+		t.Fatalf("%d recoveries in 600 ms; the test needs the flapping primary to recover at least 3 times", len(periods))
+	}
+	// The first recovery needs one probe; the n-th flap holds it back.
+	for i, d := range periods[1:] {
+		hold := min(probeMax<<i, maxHold)
+		if d < hold {
+			t.Errorf("degraded period %d lasted %v, want at least the hold-down %v (periods %v)", i+2, d, hold, periods)
+		}
+	}
+	if len(periods) > 12 {
+		t.Errorf("%d recoveries in 600 ms of %d calls: flapping is not damped", len(periods), calls)
+	}
+	t.Logf("%d calls, %d recoveries, degraded periods %v", calls, len(periods), periods)
+}
+
+// TestFallbackStableRecoveryIsFast: a failure long after the last
+// recovery is no flap, and recovery then needs one passing probe; a
+// failure soon after a recovery waits for the hold-down.
+func TestFallbackStableRecoveryIsFast(t *testing.T) {
+	const probeMax = time.Second
+	p := &verifying{Store: memstore.New()}
+	f := store.NewFallback(p, memstore.New(), store.WithProbeBackoff(time.Millisecond, probeMax), store.WithFlapDamping(50*time.Millisecond, 10*time.Second))
+	t.Cleanup(func() { _ = f.Close() })
+	tr := watch(f)
+	fail := func() time.Time {
+		t.Helper()
+		p.set(nil, causeErr(store.CauseUnreachable))
+		if _, err := f.Admit(context.Background(), store.AdmitRequest{Gate: gate, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		p.set(nil, nil)
+		tr.wait(t, true, time.Second)
+		return time.Now()
+	}
+	fail()
+	tr.wait(t, false, 5*time.Second)
+	time.Sleep(100 * time.Millisecond) // longer than stableAfter
+	start := fail()
+	tr.wait(t, false, 5*time.Second)
+	if d := time.Since(start); d >= probeMax {
+		t.Fatalf("recovery after a stable period took %v, want one probe (no hold-down of %v)", d, probeMax)
+	}
+	start = fail() // right after a recovery: a flap
+	tr.wait(t, false, 5*time.Second)
+	if d := time.Since(start); d < probeMax {
+		t.Fatalf("recovery after a flap took %v, want the hold-down of at least %v", d, probeMax)
 	}
 }

@@ -2,6 +2,37 @@
 // which several broker replicas share cooldown gates, in-flight counts,
 // retry budgets and pacing.
 //
+// # Topologies
+//
+// [Open] takes a [Config] naming one topology and makes go-redis's own
+// client for it: a single server (a URL: redis://, rediss:// for TLS, or
+// unix://), Redis Cluster (seed nodes; the cluster client follows MOVED
+// and ASK and reloads the slot map after a failover) or Sentinel (a master
+// name and sentinels; the failover client asks them for the master on each
+// new connection and drops connections to a demoted master). Managed
+// services are one of these: in cluster mode they are Redis Cluster. TLS
+// ([Config.TLS]) and ACL credentials apply to every topology. New is Open
+// with a URL.
+//
+// # Verification
+//
+// [Store.Verify] proves, rather than assumes, that the store works on
+// what it is connected to: it runs the store's own three scripts, writes
+// included, on reserved keys and checks every result, on every master of a
+// cluster, and on a non-cluster client it reads 15 more hash tags so that a
+// cluster behind a single-node client is found out by MOVED. store.Fallback
+// runs it at start and before every return to Redis, so a server that
+// answers PING but refuses writes (out of memory, read-only) is not taken
+// for healthy.
+//
+// Errors are [*Error] values naming their cause ([Classify]): MOVED or
+// ASK (a cluster behind a single-node client), CROSSSLOT, NOPERM,
+// WRONGPASS or NOAUTH, OOM, READONLY (a replica), a cluster client on a
+// server without cluster support, CLUSTERDOWN, MASTERDOWN, LOADING, TLS
+// and certificate errors, sentinels that know no such master, and
+// unexpected results; only errors the server never answered are
+// "unreachable".
+//
 // # Atomicity and round trips
 //
 // Admit, Complete (and Observe) and GateState each run one Lua script with
@@ -29,6 +60,7 @@
 //	rb:v1:{t:<tenant>}:p:<host>                 pacing: GCRA theoretical arrival time, Unix µs (string)
 //	rb:v1:{t:<tenant>}:b                        retry budget: HASH of one-second buckets
 //	rb:v1:{t:<tenant>}:i                        gate index: ZSET <scope>:<credential> -> frees at, Unix µs
+//	rb:v1:{t:%00verify-<n>}:<kind>:…            verification keys (see Verify): the same kinds, under a tenant id no configuration can hold
 //
 // Components are percent-escaped: every byte outside [A-Za-z0-9._~-] is
 // written as %XX, so no component contains ":", "{", "}" or "%" and no two
@@ -108,10 +140,16 @@
 // TTLs are set relative (PEXPIRE), so clock skew between brokers and Redis
 // never expires a key early.
 //
+// An ACL user needs, on the keys of the prefix (~rb:v1:*), the commands of
+// redistest.BrokerACL: PING, CLUSTER SLOTS (cluster), EVALSHA, EVAL,
+// SCRIPT LOAD, and the commands the scripts run (GET SET DEL PEXPIRE PTTL
+// HGET HMGET HSET HINCRBY HGETALL ZADD ZREM ZCOUNT ZREMRANGEBYSCORE).
+//
 // # Failures
 //
-// New never fails because Redis is down: the client connects lazily. Each
-// call is bounded by its ctx (ContextTimeoutEnabled) and by short client
-// timeouts (500 ms dial, read and write, one retry) unless the URL sets
-// them. Errors wrap store.ErrUnavailable; they carry no credentials.
+// Open never fails because Redis is down or misconfigured: the clients
+// connect lazily. Each call is bounded by its ctx (ContextTimeoutEnabled)
+// and by short client timeouts (500 ms dial, read and write, one retry)
+// unless the URL or [WithTimeouts] sets them. Errors wrap
+// store.ErrUnavailable; they carry no credentials.
 package redisstore

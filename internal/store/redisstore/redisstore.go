@@ -3,9 +3,11 @@ package redisstore
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -42,10 +44,13 @@ const maxRemaining = 1 << 52
 type Option func(*options)
 
 type options struct {
-	ticketTTL time.Duration
-	prefix    string
-	tune      []func(*redis.Options)
-	maxGates  int // see WithMaxGatesPerTenant
+	ticketTTL   time.Duration
+	prefix      string
+	dial, io    time.Duration
+	tune        []func(*redis.Options)
+	tuneCluster []func(*redis.ClusterOptions)
+	tuneSent    []func(*redis.FailoverOptions)
+	maxGates    int // see WithMaxGatesPerTenant
 }
 
 // WithTicketTTL sets how long an in-flight registration lives when it is
@@ -66,16 +71,115 @@ func WithKeyPrefix(prefix string) Option {
 	return func(o *options) { o.prefix = prefix }
 }
 
-// WithRedisOptions lets fn adjust the client options after they were parsed
-// from the URL and the package defaults were applied. New only; ignored by
-// NewFromClient.
+// WithTimeouts sets the dial timeout and the timeout of each socket read,
+// write and pool wait, for every topology; zero or negative values keep
+// DefaultDialTimeout and DefaultIOTimeout (or what the URL sets).
+func WithTimeouts(dial, io time.Duration) Option {
+	return func(o *options) {
+		if dial > 0 {
+			o.dial = dial
+		}
+		if io > 0 {
+			o.io = io
+		}
+	}
+}
+
+// WithRedisOptions lets fn adjust the single-server client options after
+// they were parsed from the URL and the package defaults were applied.
+// New and Open with a URL only; ignored by NewFromClient.
 func WithRedisOptions(fn func(*redis.Options)) Option {
 	return func(o *options) { o.tune = append(o.tune, fn) }
 }
 
-// Store is a store.Store kept in Redis. Create it with New or NewFromClient.
+// WithClusterOptions lets fn adjust the cluster client options after the
+// package defaults were applied. Open with ClusterAddrs only.
+func WithClusterOptions(fn func(*redis.ClusterOptions)) Option {
+	return func(o *options) { o.tuneCluster = append(o.tuneCluster, fn) }
+}
+
+// WithFailoverOptions lets fn adjust the Sentinel (failover) client options
+// after the package defaults were applied. Open with SentinelAddrs only.
+func WithFailoverOptions(fn func(*redis.FailoverOptions)) Option {
+	return func(o *options) { o.tuneSent = append(o.tuneSent, fn) }
+}
+
+// Topology names how a Store reaches Redis.
+type Topology string
+
+// Topologies.
+const (
+	// Single is one server (or a proxy or managed endpoint that acts as
+	// one): Config.URL.
+	Single Topology = "single"
+	// Cluster is Redis Cluster, reached from seed nodes (managed services
+	// in cluster mode are this): Config.ClusterAddrs.
+	Cluster Topology = "cluster"
+	// Sentinel is a master and replicas watched by Redis Sentinel:
+	// Config.SentinelMaster and Config.SentinelAddrs.
+	Sentinel Topology = "sentinel"
+)
+
+// Config says how to reach Redis. Exactly one topology must be given: URL,
+// ClusterAddrs, or SentinelMaster with SentinelAddrs.
+type Config struct {
+	// URL is a single server: "redis://[user:password@]host:port/db",
+	// "rediss://..." for TLS, or "unix:///path". Query parameters such as
+	// dial_timeout are honoured.
+	URL string
+	// ClusterAddrs are host:port seed nodes of a Redis Cluster; the client
+	// discovers the others.
+	ClusterAddrs []string
+	// SentinelMaster is the master's name as the sentinels know it.
+	SentinelMaster string
+	// SentinelAddrs are host:port addresses of sentinels.
+	SentinelAddrs []string
+	// DB is the database number for Sentinel (a URL carries its own; a
+	// cluster has only database 0).
+	DB int
+	// Username and Password authenticate to Redis (ACL user, or only a
+	// password for requirepass). With a URL they must not also be in it.
+	Username, Password string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// themselves, when they require it.
+	SentinelUsername, SentinelPassword string
+	// TLS, when not nil, makes every connection (servers and sentinels)
+	// use TLS with this configuration. A rediss:// URL uses TLS with the
+	// system roots when TLS is nil. An empty ServerName is taken from each
+	// address dialled.
+	TLS *tls.Config
+}
+
+// Topology returns the topology the configuration selects, or an error
+// when it selects none or several.
+func (c Config) Topology() (Topology, error) {
+	var got []Topology
+	if c.URL != "" {
+		got = append(got, Single)
+	}
+	if len(c.ClusterAddrs) > 0 {
+		got = append(got, Cluster)
+	}
+	if c.SentinelMaster != "" || len(c.SentinelAddrs) > 0 {
+		got = append(got, Sentinel)
+		if c.SentinelMaster == "" || len(c.SentinelAddrs) == 0 {
+			return "", errors.New("redisstore: Sentinel needs a master name and at least one sentinel address")
+		}
+	}
+	switch len(got) {
+	case 0:
+		return "", errors.New("redisstore: no Redis given (a URL, cluster seeds or sentinels)")
+	case 1:
+		return got[0], nil
+	}
+	return "", fmt.Errorf("redisstore: give one Redis topology, not %d (%v)", len(got), got)
+}
+
+// Store is a store.Store kept in Redis. Create it with New, Open or
+// NewFromClient.
 type Store struct {
 	client    redis.UniversalClient
+	topology  Topology
 	keys      keys
 	ticketTTL int64 // µs
 	maxGates  int64 // gates per tenant
@@ -86,46 +190,74 @@ type Store struct {
 	closed    atomic.Bool
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Verifier = (*Store)(nil)
+	_ store.Pinger   = (*Store)(nil)
+)
 
-// New connects to the Redis at rawURL ("redis://[user:password@]host:port/db",
-// "rediss://..." for TLS, or "unix:///path"; query parameters such as
-// dial_timeout are honoured). It fails only on an invalid URL or option:
-// a Redis that is down is reported by the operations, never by New. ctx
-// bounds a best-effort script preload (at most 250 ms; without it the first
-// call of each script costs one more round trip).
+// New connects to the single Redis server at rawURL; it is Open with
+// Config{URL: rawURL}.
 func New(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	ro, err := redis.ParseURL(rawURL)
+	return Open(ctx, Config{URL: rawURL}, opts...)
+}
+
+// Open returns a Store on the topology cfg gives, with the go-redis client
+// made for it: a single-server client, a cluster client, or a Sentinel
+// (failover) client. It fails only on an invalid configuration: a Redis
+// that is down, or misconfigured, is reported by the operations and by
+// Verify, never by Open. ctx bounds a best-effort script preload (at most
+// 250 ms; without it the first call of each script costs one more round
+// trip). Errors never hold a password.
+func Open(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
+	topo, err := cfg.Topology()
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // url.Error repeats the URL, password included
-		}
-		return nil, fmt.Errorf("redisstore: invalid Redis URL %s: %w", Redact(rawURL), err)
+		return nil, err
 	}
 	o := buildOptions(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	applyDefaults(ro)
-	for _, fn := range o.tune {
-		fn(ro)
+	var client redis.UniversalClient
+	switch topo {
+	case Single:
+		ro, err := singleOptions(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		client = redis.NewClient(ro)
+	case Cluster:
+		co, err := clusterOptions(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		client = redis.NewClusterClient(co)
+	case Sentinel:
+		fo, err := failoverOptions(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		client = redis.NewFailoverClient(fo)
 	}
-	s := newStore(redis.NewClient(ro), o)
+	s := newStore(client, topo, o)
 	s.preload(ctx)
 	return s, nil
 }
 
 // NewFromClient returns a Store using client, which it owns from then on:
 // Close closes it. Set short timeouts and ContextTimeoutEnabled on the
-// client; New shows the defaults. Keys of one tenant share a hash tag, so a
-// cluster client works too.
+// client; Open shows the defaults. Keys of one tenant share a hash tag, so
+// a *redis.ClusterClient works too (and Verify then checks every master).
 func NewFromClient(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	o := buildOptions(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return newStore(client, o), nil
+	topo := Single
+	if _, ok := client.(*redis.ClusterClient); ok {
+		topo = Cluster
+	}
+	return newStore(client, topo, o), nil
 }
 
 func buildOptions(opts []Option) options {
@@ -143,29 +275,36 @@ func (o options) validate() error {
 	return nil
 }
 
-// applyDefaults shortens timeouts the URL left unset, so that an outage
-// fails calls quickly instead of hanging them.
-func applyDefaults(ro *redis.Options) {
-	if ro.DialTimeout == 0 {
-		ro.DialTimeout = DefaultDialTimeout
+// singleOptions parses the URL and applies cfg's credentials and TLS and
+// the package defaults.
+func singleOptions(cfg Config, o options) (*redis.Options, error) {
+	ro, err := redis.ParseURL(cfg.URL)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // url.Error repeats the URL, password included
+		}
+		return nil, fmt.Errorf("redisstore: invalid Redis URL %s: %w", Redact(cfg.URL), err)
 	}
-	if ro.ReadTimeout == 0 {
-		ro.ReadTimeout = DefaultIOTimeout
+	if cfg.Username != "" || cfg.Password != "" {
+		if ro.Username != "" || ro.Password != "" {
+			return nil, errors.New("redisstore: credentials both in the Redis URL and given apart: give them once")
+		}
+		ro.Username, ro.Password = cfg.Username, cfg.Password
 	}
-	if ro.WriteTimeout == 0 {
-		ro.WriteTimeout = DefaultIOTimeout
+	if cfg.TLS != nil {
+		ro.TLSConfig = cfg.TLS.Clone()
 	}
-	if ro.PoolTimeout == 0 {
-		ro.PoolTimeout = DefaultIOTimeout
-	}
+	t := timeouts{&ro.DialTimeout, &ro.ReadTimeout, &ro.WriteTimeout, &ro.PoolTimeout}
+	t.apply(o)
 	if ro.MaxRetries == 0 {
 		ro.MaxRetries = 1
 	}
 	if ro.MinRetryBackoff == 0 {
-		ro.MinRetryBackoff = 8 * time.Millisecond
+		ro.MinRetryBackoff = minRetryBackoff
 	}
 	if ro.MaxRetryBackoff == 0 {
-		ro.MaxRetryBackoff = 64 * time.Millisecond
+		ro.MaxRetryBackoff = maxRetryBackoff
 	}
 	if ro.DialerRetries == 0 {
 		ro.DialerRetries = 1
@@ -175,13 +314,125 @@ func applyDefaults(ro *redis.Options) {
 	if ro.MaintNotificationsConfig == nil {
 		ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
+	for _, fn := range o.tune {
+		fn(ro)
+	}
+	return ro, nil
 }
 
-func newStore(client redis.UniversalClient, o options) *Store {
+// clusterOptions builds the cluster client's options.
+func clusterOptions(cfg Config, o options) (*redis.ClusterOptions, error) {
+	if err := checkAddrs("cluster seed", cfg.ClusterAddrs); err != nil {
+		return nil, err
+	}
+	co := &redis.ClusterOptions{
+		Addrs:    append([]string(nil), cfg.ClusterAddrs...),
+		Username: cfg.Username, Password: cfg.Password,
+		// Redirects (MOVED, ASK) and retries on another node are how the
+		// client follows a failover; the Fallback's bound caps the time.
+		MaxRedirects: 3,
+		// The store sends single-slot commands only. Routing policies would
+		// look up each command's policy with COMMAND, and a user without
+		// +command (the ACL docs/operations.md gives) would be refused on
+		// every call, on every master: one more round trip each.
+		DisableRoutingPolicies: true,
+		MinRetryBackoff:        minRetryBackoff,
+		MaxRetryBackoff:        maxRetryBackoff,
+		DialerRetries:          1,
+		ContextTimeoutEnabled:  true,
+		DisableIdentity:        true,
+		MaintNotificationsConfig: &maintnotifications.Config{
+			Mode: maintnotifications.ModeDisabled,
+		},
+	}
+	if cfg.TLS != nil {
+		co.TLSConfig = cfg.TLS.Clone()
+	}
+	t := timeouts{&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout}
+	t.apply(o)
+	for _, fn := range o.tuneCluster {
+		fn(co)
+	}
+	return co, nil
+}
+
+// failoverOptions builds the Sentinel client's options.
+func failoverOptions(cfg Config, o options) (*redis.FailoverOptions, error) {
+	if err := checkAddrs("sentinel", cfg.SentinelAddrs); err != nil {
+		return nil, err
+	}
+	fo := &redis.FailoverOptions{
+		MasterName:       cfg.SentinelMaster,
+		SentinelAddrs:    append([]string(nil), cfg.SentinelAddrs...),
+		SentinelUsername: cfg.SentinelUsername, SentinelPassword: cfg.SentinelPassword,
+		Username: cfg.Username, Password: cfg.Password,
+		DB:                    cfg.DB,
+		MaxRetries:            1,
+		MinRetryBackoff:       minRetryBackoff,
+		MaxRetryBackoff:       maxRetryBackoff,
+		DialerRetries:         1,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	}
+	if cfg.TLS != nil {
+		fo.TLSConfig = cfg.TLS.Clone()
+	}
+	t := timeouts{&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, &fo.PoolTimeout}
+	t.apply(o)
+	for _, fn := range o.tuneSent {
+		fn(fo)
+	}
+	return fo, nil
+}
+
+// Retry backoffs of the clients: short, so that a retry fits in the
+// Fallback's bound.
+const (
+	minRetryBackoff = 8 * time.Millisecond
+	maxRetryBackoff = 64 * time.Millisecond
+)
+
+// timeouts points at a client's dial, read, write and pool timeouts.
+type timeouts struct{ dial, read, write, pool *time.Duration }
+
+// apply sets WithTimeouts' values, and the package defaults where neither
+// they nor the URL set one, so that an outage fails calls quickly instead
+// of hanging them.
+func (t timeouts) apply(o options) {
+	set := func(p *time.Duration, opt, def time.Duration) {
+		switch {
+		case opt > 0:
+			*p = opt
+		case *p == 0:
+			*p = def
+		}
+	}
+	set(t.dial, o.dial, DefaultDialTimeout)
+	set(t.read, o.io, DefaultIOTimeout)
+	set(t.write, o.io, DefaultIOTimeout)
+	set(t.pool, o.io, DefaultIOTimeout)
+}
+
+// checkAddrs checks that addrs are host:port pairs.
+func checkAddrs(what string, addrs []string) error {
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || port == "" || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("redisstore: %s address %q is not host:port", what, a)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("redisstore: %s address %q: bad port", what, a)
+		}
+	}
+	return nil
+}
+
+func newStore(client redis.UniversalClient, topo Topology, o options) *Store {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return &Store{
 		client:    client,
+		topology:  topo,
 		keys:      keys{prefix: o.prefix},
 		ticketTTL: int64(o.ticketTTL / time.Microsecond),
 		maxGates:  int64(o.maxGates),
@@ -191,10 +442,13 @@ func newStore(client redis.UniversalClient, o options) *Store {
 	}
 }
 
+// Topology returns how the store reaches Redis.
+func (s *Store) Topology() Topology { return s.topology }
+
 func (s *Store) preload(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, preloadTimeout)
 	defer cancel()
-	for _, sc := range []*redis.Script{admitScript, completeScript, stateScript} {
+	for _, sc := range scripts {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {
 			return
 		}
@@ -225,13 +479,13 @@ func timeOf(us int64) time.Time {
 	return time.UnixMicro(us)
 }
 
-// wrap turns a client error into one that wraps store.ErrUnavailable (or
-// store.ErrClosed) and the cause.
+// wrap turns a client error into an *Error that names its cause and wraps
+// store.ErrUnavailable, or into one wrapping store.ErrClosed.
 func (s *Store) wrap(op string, err error) error {
 	if errors.Is(err, redis.ErrClosed) || s.closed.Load() {
 		return fmt.Errorf("redisstore: %s: %w", op, store.ErrClosed)
 	}
-	return fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnavailable, err)
+	return newError(op, err)
 }
 
 // flag is a boolean script argument.
@@ -281,7 +535,7 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 		return store.Admission{}, s.wrap("admit", err)
 	}
 	if len(res) != 6 {
-		return store.Admission{}, fmt.Errorf("redisstore: admit: %w: unexpected reply", store.ErrUnavailable)
+		return store.Admission{}, unexpected("admit", res)
 	}
 	wait := time.Duration(res[2]) * time.Microsecond
 	switch res[0] {
@@ -370,7 +624,7 @@ func (s *Store) complete(ctx context.Context, op string, st settlement) (store.C
 		return store.CompleteResult{}, s.wrap(op, err)
 	}
 	if len(res) != 3 {
-		return store.CompleteResult{}, fmt.Errorf("redisstore: %s: %w: unexpected reply", op, store.ErrUnavailable)
+		return store.CompleteResult{}, unexpected(op, res)
 	}
 	return store.CompleteResult{RetryAllowed: res[1] == 1, GateClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[2])}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,24 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	redis.SetLogger(quiet{}) // misconfiguration tests make go-redis log every failed dial
+	code := m.Run()
+	if err := closeTopologies(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // newStore starts a real redis-server for t and returns a store on it.
 func newStore(t *testing.T, opts ...redisstore.Option) (*redisstore.Store, *redistest.Server) {
