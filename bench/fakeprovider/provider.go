@@ -43,7 +43,10 @@ const (
 	GitHub Style = "github"
 	// Azure refuses with 429 carrying x-ms-retry-after-ms (milliseconds
 	// until the window ends, rounded up); accepted calls carry only
-	// x-ms-ratelimit-remaining-subscription-reads, which no hint reader uses.
+	// x-ms-ratelimit-remaining-subscription-reads, a remaining count with no
+	// reset (the broker's azure entry reads it as a quota resetting a second
+	// later: Azure Resource Manager's limits are token buckets refilled every
+	// second).
 	Azure Style = "azure"
 	// Jira refuses with 429 carrying X-RateLimit-Reset as an ISO 8601 time
 	// (UTC, with seconds) and, only when Config.JiraRetryAfter is set,

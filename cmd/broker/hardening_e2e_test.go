@@ -251,3 +251,78 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// TestDistinctHostsKeepHeapBounded (issue #9, defect 2, measured on a real
+// broker process): ClassifyResponse with a url over many distinct hosts,
+// each a 429 with a long Retry-After, closes one gate per host. Before,
+// 1.29 million hosts kept 290 MB of heap, never freed. With the per-tenant
+// gate bound, the heap in use stays within 64 MiB. HOSTILE_HOSTS sets the
+// number of hosts (default 50,000; the figure in the closing note used
+// 1,000,000).
+func TestDistinctHostsKeepHeapBounded(t *testing.T) {
+	hosts := 50_000
+	if v := os.Getenv("HOSTILE_HOSTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = n
+	}
+	metricsAddr := freePort(t)
+	p := startProc(t, "--metrics-listen", metricsAddr, "--log-level", "error")
+	heap := func() float64 {
+		t.Helper()
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+		}
+		t.Fatal("no go_memstats_heap_inuse_bytes")
+		return 0
+	}
+	before := heap()
+	var wg sync.WaitGroup
+	const workers = 16
+	errs := make(chan error, workers)
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < hosts; i += workers {
+				_, err := p.client.ClassifyResponse(context.Background(), &rbv1.ClassifyResponseRequest{
+					Url: "https://h" + strconv.Itoa(i) + ".example/", StatusCode: 429,
+					Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "3600"}},
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	after := heap()
+	t.Logf("%d distinct hosts in %s: heap in use %.1f MiB before, %.1f MiB after (target <= 64 MiB)",
+		hosts, time.Since(start).Round(time.Second), before/(1<<20), after/(1<<20))
+	if after > 64<<20 {
+		t.Errorf("heap in use %.1f MiB after %d distinct hosts", after/(1<<20), hosts)
+	}
+}

@@ -3,6 +3,8 @@ package server
 import (
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
@@ -40,5 +42,16 @@ func TestEnumTablesComplete(t *testing.T) {
 	}
 	if got := rbv1.Action(actions.proto(engine.ActionDoNotRetry)); got != rbv1.Action_ACTION_DO_NOT_RETRY {
 		t.Errorf("ActionDoNotRetry -> %s", got)
+	}
+}
+
+// TestFullStreamChunkFitsThePoolTier: a chunk message carrying a full
+// engine.StreamChunkSize of body encodes within 32 KiB, the largest tier
+// of grpc-go's buffer pool below 1 MiB, so each queued chunk holds 32 KiB
+// and not 1 MiB.
+func TestFullStreamChunkFitsThePoolTier(t *testing.T) {
+	m := &rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_Chunk{Chunk: make([]byte, engine.StreamChunkSize)}}
+	if n := proto.Size(m); n > 32<<10 {
+		t.Fatalf("a full chunk encodes to %d bytes, above the 32 KiB pool tier", n)
 	}
 }
