@@ -455,8 +455,11 @@ func (e bodyError) Unwrap() error { return e.err }
 
 // complete ends an admitted attempt, even when the call's context is
 // already done, and reports whether a retry may be spent. A store failure
-// spends nothing and allows the retry: the call goes on without shared
-// state (a fail-closed policy already failed at Admit).
+// (the store's Fallback already serves on local state while Redis is
+// unreachable, so this is a fail-closed policy's outage, or a store that is
+// closing) is counted (Observer.StoreError) and spends nothing: the retry
+// is allowed, and its Admit then fails closed or serves locally by the
+// policy, as any Admit does.
 //
 // An attempt the store did not register, that is no probe, and that has
 // nothing to record and no retry to pay for needs no round trip at all.
@@ -478,6 +481,7 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 	})
 	s.r.events.signal(s.gate)
 	if err != nil {
+		s.r.observer.StoreError("complete")
 		return true
 	}
 	return out.RetryAllowed || !spend

@@ -91,6 +91,9 @@ type Observer interface {
 	// Probe is called when an attempt that went out as a probe (of a
 	// learning gate or a half-open breaker) ends, with what it showed.
 	Probe(result store.Result)
+	// StoreError is called when a store operation (op: "admit",
+	// "complete", "observe") failed and the call went on without it.
+	StoreError(op string)
 }
 
 // NopObserver is an Observer that does nothing.
@@ -107,6 +110,9 @@ func (NopObserver) InFlight(int) {}
 
 // Probe does nothing.
 func (NopObserver) Probe(store.Result) {}
+
+// StoreError does nothing.
+func (NopObserver) StoreError(string) {}
 
 // Runner defaults.
 const (

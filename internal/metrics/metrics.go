@@ -26,6 +26,7 @@ type Metrics struct {
 	waiting    *prometheus.GaugeVec
 	degraded   prometheus.Gauge
 	probes     *prometheus.CounterVec
+	storeErrs  *prometheus.CounterVec
 	problem    *prometheus.GaugeVec
 	changes    prometheus.Counter
 	registry   *prometheus.Registry
@@ -72,6 +73,10 @@ func New() *Metrics {
 			Name: "retrybroker_probes_total",
 			Help: "Attempts sent as the single unproven call of a learning gate or a half-open breaker, by what they showed (accepted, refused, failed, none).",
 		}, []string{"result"}),
+		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrybroker_store_errors_total",
+			Help: "Store operations that failed while the call went on without them (a fail-closed policy's outage, a store closing), by operation.",
+		}, []string{"op"}),
 		problem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "retrybroker_store_problem",
 			Help: "1 for the cause that keeps the broker off the shared store (unreachable, wrongpass, noperm, oom, readonly, moved, ...), 0 for every other cause.",
@@ -85,7 +90,7 @@ func New() *Metrics {
 	for _, c := range store.Causes() {
 		m.problem.WithLabelValues(string(c)).Set(0) // every series exists from the start
 	}
-	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.problem, m.changes,
+	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.storeErrs, m.problem, m.changes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -119,6 +124,9 @@ func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Deci
 		m.delays.WithLabelValues(src).Observe(d.Delay.Seconds())
 	}
 }
+
+// StoreError counts a store operation the call went on without.
+func (m *Metrics) StoreError(op string) { m.storeErrs.WithLabelValues(op).Inc() }
 
 // Probe counts a probe and what it showed.
 func (m *Metrics) Probe(result store.Result) { m.probes.WithLabelValues(result.String()).Inc() }

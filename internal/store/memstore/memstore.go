@@ -124,81 +124,114 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 	if until := g.until(now); until > 0 {
 		return store.Admission{GateClosedUntil: time.UnixMicro(until)}, nil
 	}
-	known := g != nil && g.quota.known(now)
+	var w want
+	var refused store.Admission
+	g, w, refused = s.wants(g, req, now)
+	if refused != (store.Admission{}) {
+		return refused, nil
+	}
+	adm, ok := s.reservePace(req, now)
+	if !ok {
+		return adm, nil
+	}
+	if req.FirstAttempt && !req.Budget.Unlimited() {
+		s.budgetFor(req.Gate.Tenant).add(now, req.Budget.WindowSeconds(), 1, 0)
+	}
+	g = s.register(g, req, w, &adm, now)
+	return adm, nil
+}
 
-	// The breaker, then the learned quota, decide whether the attempt goes
-	// as the gate's probe.
-	var forBreaker, forLearning bool
+// want is what an admitted attempt is on its gate.
+type want struct {
+	known       bool      // the gate has a live announced quota
+	forBreaker  bool      // it probes a half-open breaker
+	forLearning bool      // it probes beyond the learned quota
+	learned     bool      // it goes within a learned quota
+	learn       *learning // the gate's learned state (nil: learning off or a known quota)
+}
+
+func (w want) probe() bool { return w.forBreaker || w.forLearning }
+
+// wants decides what an attempt on open gate g would be: the breaker, then
+// the learned quota, decide whether it goes as the probe. It answers an
+// Admission when the attempt may not go now (open breaker, held), the zero
+// Admission otherwise.
+func (s *Store) wants(g *gate, req store.AdmitRequest, now int64) (*gate, want, store.Admission) {
+	w := want{known: g != nil && g.quota.known(now)}
 	if req.Breaker.Enabled {
 		if b := g.breakerAt(now); b != nil && b.openUntil > 0 {
 			if b.openUntil > now {
-				return store.Admission{BreakerOpenUntil: time.UnixMicro(b.openUntil)}, nil
+				return g, w, store.Admission{BreakerOpenUntil: time.UnixMicro(b.openUntil)}
 			}
-			forBreaker = true // half-open
+			w.forBreaker = true // half-open
 		}
 	}
-	var l *learning
-	if req.Learning.Enabled && !known { // an announced quota takes precedence
+	if req.Learning.Enabled && !w.known { // an announced quota takes precedence
 		g = s.gateFor(req.Gate, g, now)
-		l = g.startEpoch(now, int64(req.Learning.Expiry()/time.Microsecond))
-		forLearning = l.wantsProbe()
+		w.learn = g.startEpoch(now, int64(req.Learning.Expiry()/time.Microsecond))
+		w.forLearning = w.learn.wantsProbe()
 	}
-	isProbe := forBreaker || forLearning
-	if isProbe && g.probe.live(now) {
-		return store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(g.probe.expires-now)*time.Microsecond)}, nil
+	if w.probe() && g.probe.live(now) {
+		return g, w, store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(g.probe.expires-now)*time.Microsecond)}
 	}
 	// A learning probe goes only once the epoch's learned calls are back:
 	// an accepted probe must show room beyond them, not win a race
 	// against the slowest of them to the provider.
-	if forLearning && !forBreaker {
+	if w.forLearning && !w.forBreaker {
 		if n, first := g.liveInFlight(now); n > 0 {
-			return store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(first-now)*time.Microsecond)}, nil
+			return g, w, store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(first-now)*time.Microsecond)}
 		}
 	}
 	// In an epoch with a learned quota, the learned calls are registered in
 	// flight (their Complete says they are back).
-	learned := l != nil && l.known && !isProbe
+	w.learned = w.learn != nil && w.learn.known && !w.probe()
+	return g, w, store.Admission{}
+}
 
+// reservePace takes the attempt's pacing slot; ok is false (and the
+// Admission says PaceDenied) when the slot lies beyond the caller's wait.
+func (s *Store) reservePace(req store.AdmitRequest, now int64) (store.Admission, bool) {
 	var adm store.Admission
-	if interval := int64(req.Pace.Interval() / time.Microsecond); interval > 0 {
-		pk := paceKey{req.Gate.Tenant, req.PaceHost}
-		tat := max(s.pace[pk], now)
-		newTAT := tat + interval
-		wait := max(newTAT-int64(req.Pace.BurstOrOne())*interval-now, 0)
-		adm.PaceWait = time.Duration(wait) * time.Microsecond
-		if wait > int64(max(req.PaceMaxWait, 0)/time.Microsecond) {
-			adm.PaceDenied = true
-			return adm, nil
-		}
-		s.pace[pk] = newTAT
+	interval := int64(req.Pace.Interval() / time.Microsecond)
+	if interval <= 0 {
+		return adm, true
 	}
-
-	if req.FirstAttempt && !req.Budget.Unlimited() {
-		s.budgetFor(req.Gate.Tenant).add(now, req.Budget.WindowSeconds(), 1, 0)
+	pk := paceKey{req.Gate.Tenant, req.PaceHost}
+	tat := max(s.pace[pk], now)
+	newTAT := tat + interval
+	wait := max(newTAT-int64(req.Pace.BurstOrOne())*interval-now, 0)
+	adm.PaceWait = time.Duration(wait) * time.Microsecond
+	if wait > int64(max(req.PaceMaxWait, 0)/time.Microsecond) {
+		adm.PaceDenied = true
+		return adm, false
 	}
+	s.pace[pk] = newTAT
+	return adm, true
+}
 
-	// In-flight counts matter only while the gate has a known quota: only
-	// then is the attempt registered (g exists, holding that quota). A
-	// probe is registered in the gate's probe slot.
-	if known || isProbe || learned {
+// register records an admitted attempt: in flight (against a known quota,
+// or within a learned one), in the probe slot, in its epoch's count and in
+// the breaker's window. It returns g, created when the breaker needed it.
+func (s *Store) register(g *gate, req store.AdmitRequest, w want, adm *store.Admission, now int64) *gate {
+	if w.known || w.probe() || w.learned {
 		s.nextID++
 		adm.Ticket.ID = "m" + strconv.FormatUint(s.nextID, 36)
 	}
-	if known || learned {
+	if w.known || w.learned {
 		if g.inflight == nil {
 			g.inflight = make(map[string]int64)
 		}
 		g.inflight[adm.Ticket.ID] = now + s.ticketTTL
 	}
-	if l != nil {
-		l.admitted++
-		adm.Ticket.Epoch = l.epoch
+	if w.learn != nil {
+		w.learn.admitted++
+		adm.Ticket.Epoch = w.learn.epoch
 	}
-	if isProbe {
+	if w.probe() {
 		adm.Probe = true
 		g.probe = probe{
 			id: adm.Ticket.ID, expires: now + s.ticketTTL, epoch: adm.Ticket.Epoch,
-			forLearning: forLearning, forBreaker: forBreaker,
+			forLearning: w.forLearning, forBreaker: w.forBreaker,
 		}
 	}
 	if req.Breaker.Enabled {
@@ -207,13 +240,13 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 			g.brk = &breaker{}
 		}
 		g.brk.add(now, req.Breaker.WindowSeconds(), 1, 0)
-		if forBreaker {
+		if w.forBreaker {
 			// A half-open breaker outlives its probe as it outlives its
 			// open time.
 			g.brk.expires = max(g.brk.expires, g.probe.expires+g.brk.keep)
 		}
 	}
-	return adm, nil
+	return g
 }
 
 // Complete implements store.Store. It never blocks and ignores ctx.
