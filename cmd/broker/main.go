@@ -57,13 +57,13 @@ type options struct {
 	// upstreamMaxIdle and upstreamMaxIdlePerHost size the upstream
 	// connection pools (0: egress defaults).
 	upstreamMaxIdle, upstreamMaxIdlePerHost int
-	metricsListen     string
-	redis             *redisOptions
-	configFile        string
-	tlsCert           string
-	tlsKey            string
-	tlsClientCA       string
-	requireClientCert bool
+	metricsListen                           string
+	redis                                   *redisOptions
+	configFile                              string
+	tlsCert                                 string
+	tlsKey                                  string
+	tlsClientCA                             string
+	requireClientCert                       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
