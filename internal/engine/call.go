@@ -484,6 +484,9 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 		s.r.observer.StoreError("complete")
 		return true
 	}
+	if out.BreakerChange != store.BreakerUnchanged {
+		s.r.observer.BreakerChange(out.BreakerChange)
+	}
 	return out.RetryAllowed || !spend
 }
 

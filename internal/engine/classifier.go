@@ -20,6 +20,7 @@ type Classifier struct {
 	clock     Clock
 	rand      Rand
 	storeTime time.Duration
+	observer  Observer
 }
 
 // assessment is what one attempt's result means.
@@ -184,10 +185,14 @@ func (c *Classifier) Classify(ctx context.Context, cl *Classification) (Decision
 	})
 	cancel()
 	if err != nil {
+		c.observer.StoreError("observe")
 		if p.FailClosed {
 			return Decision{}, &StoreError{Err: err}
 		}
 		return a.Decision, nil
+	}
+	if st.BreakerChange != store.BreakerUnchanged {
+		c.observer.BreakerChange(st.BreakerChange)
 	}
 	hold, reason := holdOf(st, now)
 	return p.applyHold(a.Decision, hold, reason, in.Now, in.Deadline), nil

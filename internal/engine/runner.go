@@ -94,6 +94,9 @@ type Observer interface {
 	// StoreError is called when a store operation (op: "admit",
 	// "complete", "observe") failed and the call went on without it.
 	StoreError(op string)
+	// BreakerChange is called when a completion or an observation changed
+	// its gate's failure breaker.
+	BreakerChange(c store.BreakerChange)
 }
 
 // NopObserver is an Observer that does nothing.
@@ -113,6 +116,9 @@ func (NopObserver) Probe(store.Result) {}
 
 // StoreError does nothing.
 func (NopObserver) StoreError(string) {}
+
+// BreakerChange does nothing.
+func (NopObserver) BreakerChange(store.BreakerChange) {}
 
 // Runner defaults.
 const (
@@ -229,7 +235,7 @@ func NewRunner(st store.Store, opts ...RunnerOption) *Runner {
 	for _, o := range opts {
 		o(r)
 	}
-	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime}
+	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime, observer: r.observer}
 	r.drain.init()
 	return r
 }

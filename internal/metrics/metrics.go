@@ -27,6 +27,7 @@ type Metrics struct {
 	degraded   prometheus.Gauge
 	probes     *prometheus.CounterVec
 	storeErrs  *prometheus.CounterVec
+	breakers   *prometheus.CounterVec
 	problem    *prometheus.GaugeVec
 	changes    prometheus.Counter
 	registry   *prometheus.Registry
@@ -73,6 +74,10 @@ func New() *Metrics {
 			Name: "retrybroker_probes_total",
 			Help: "Attempts sent as the single unproven call of a learning gate or a half-open breaker, by what they showed (accepted, refused, failed, none).",
 		}, []string{"result"}),
+		breakers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrybroker_breaker_transitions_total",
+			Help: "Changes of the gates' failure breakers: opened (failures reached the ratio), reopened (the half-open probe failed), closed (the probe was answered).",
+		}, []string{"to"}),
 		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retrybroker_store_errors_total",
 			Help: "Store operations that failed while the call went on without them (a fail-closed policy's outage, a store closing), by operation.",
@@ -90,7 +95,7 @@ func New() *Metrics {
 	for _, c := range store.Causes() {
 		m.problem.WithLabelValues(string(c)).Set(0) // every series exists from the start
 	}
-	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.storeErrs, m.problem, m.changes,
+	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.storeErrs, m.breakers, m.problem, m.changes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -124,6 +129,9 @@ func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Deci
 		m.delays.WithLabelValues(src).Observe(d.Delay.Seconds())
 	}
 }
+
+// BreakerChange counts a breaker transition.
+func (m *Metrics) BreakerChange(c store.BreakerChange) { m.breakers.WithLabelValues(c.String()).Inc() }
 
 // StoreError counts a store operation the call went on without.
 func (m *Metrics) StoreError(op string) { m.storeErrs.WithLabelValues(op).Inc() }

@@ -188,6 +188,38 @@ type GateStatus struct {
 	ClosedUntil time.Time
 	// BreakerOpenUntil is non-zero while the gate's failure breaker is open.
 	BreakerOpenUntil time.Time
+	// BreakerChange is what the operation did to the breaker (Observe;
+	// GateState always reports BreakerUnchanged).
+	BreakerChange BreakerChange
+}
+
+// BreakerChange is a transition of a gate's failure breaker.
+type BreakerChange int8
+
+// Breaker transitions.
+const (
+	// BreakerUnchanged: no transition.
+	BreakerUnchanged BreakerChange = iota
+	// BreakerOpened: failures reached the ratio and the breaker opened.
+	BreakerOpened
+	// BreakerReopened: the half-open probe failed; the breaker opened again
+	// for twice as long.
+	BreakerReopened
+	// BreakerClosed: the half-open probe was answered; the breaker closed.
+	BreakerClosed
+)
+
+// String returns "", "opened", "reopened" or "closed".
+func (c BreakerChange) String() string {
+	switch c {
+	case BreakerOpened:
+		return "opened"
+	case BreakerReopened:
+		return "reopened"
+	case BreakerClosed:
+		return "closed"
+	}
+	return ""
 }
 
 // Open reports whether neither the gate nor its breaker is closed.
@@ -322,6 +354,8 @@ type CompleteResult struct {
 	// BreakerOpenUntil is the breaker's state after the observation (zero
 	// = closed breaker).
 	BreakerOpenUntil time.Time
+	// BreakerChange is what the completion did to the breaker.
+	BreakerChange BreakerChange
 }
 
 // Store is the broker's shared state. All methods are safe for concurrent

@@ -261,7 +261,7 @@ func (s *Store) Complete(_ context.Context, req store.CompleteRequest) (store.Co
 
 	res := store.CompleteResult{RetryAllowed: true}
 	st := s.settle(req.Gate, req.Ticket, req.Obs, req.Result, req.Learning, req.Breaker, false, now, bound(now, req.MaxGate))
-	res.GateClosedUntil, res.BreakerOpenUntil = st.ClosedUntil, st.BreakerOpenUntil
+	res.GateClosedUntil, res.BreakerOpenUntil, res.BreakerChange = st.ClosedUntil, st.BreakerOpenUntil, st.BreakerChange
 	if req.SpendRetry && !req.Budget.Unlimited() {
 		w := req.Budget.WindowSeconds()
 		b := s.budgetFor(req.Gate.Tenant)
@@ -373,7 +373,7 @@ func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observa
 			l.expires = max(l.expires, g.closedUntil+int64(lc.Expiry()/time.Microsecond))
 		}
 	}
-	s.feedBreaker(key, g, pr.id != "" && pr.forBreaker, result, bc.Normalized(), observed, now, limit)
+	change := s.feedBreaker(key, g, pr.id != "" && pr.forBreaker, result, bc.Normalized(), observed, now, limit)
 
 	if g == nil {
 		g = s.lookup(key)
@@ -381,7 +381,7 @@ func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observa
 	if g != nil {
 		g.freeAt = g.free()
 	}
-	return store.GateStatus{ClosedUntil: timeOf(g.until(now), now), BreakerOpenUntil: timeOf(g.breakerOpenUntil(now), now)}
+	return store.GateStatus{ClosedUntil: timeOf(g.until(now), now), BreakerOpenUntil: timeOf(g.breakerOpenUntil(now), now), BreakerChange: change}
 }
 
 // feedBreaker applies one result to g's breaker (g may be nil). A probe's
@@ -392,18 +392,22 @@ func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observa
 // must be held.
 func (s *Store) feedBreaker(key store.GateKey, g *gate, probe bool, result store.Result, c store.BreakerConfig,
 	observed bool, now, limit int64,
-) {
+) store.BreakerChange {
 	b := g.breakerAt(now)
 	if b != nil && b.openUntil > 0 {
 		if probe || observed && b.openUntil <= now {
 			if b.probeResult(result, now, limit, c) {
 				g.brk = nil // closed: counts cleared, k = 0
+				return store.BreakerClosed
+			}
+			if result == store.ResultFailed {
+				return store.BreakerReopened
 			}
 		}
-		return
+		return store.BreakerUnchanged
 	}
 	if !c.Enabled {
-		return
+		return store.BreakerUnchanged
 	}
 	var calls, failures int64
 	if observed && result != store.ResultNone {
@@ -413,7 +417,7 @@ func (s *Store) feedBreaker(key store.GateKey, g *gate, probe bool, result store
 		failures = 1
 	}
 	if calls+failures == 0 {
-		return
+		return store.BreakerUnchanged
 	}
 	g = s.gateFor(key, g, now)
 	if g.brk == nil {
@@ -422,7 +426,9 @@ func (s *Store) feedBreaker(key store.GateKey, g *gate, probe bool, result store
 	g.brk.add(now, c.WindowSeconds(), calls, failures)
 	if failures > 0 && g.brk.trips(now, c) {
 		g.brk.open(now, limit, c)
+		return store.BreakerOpened
 	}
+	return store.BreakerUnchanged
 }
 
 // InFlight implements store.InFlightCounter: the registrations that count

@@ -570,7 +570,7 @@ func (s *Store) Observe(ctx context.Context, req store.ObserveRequest) (store.Ga
 		gate: req.Gate, obs: req.Obs, result: req.Result, learning: req.Learning, breaker: req.Breaker, observed: true,
 		now: micros(req.Now), maxGate: req.MaxGate,
 	})
-	return store.GateStatus{ClosedUntil: r.GateClosedUntil, BreakerOpenUntil: r.BreakerOpenUntil}, err
+	return store.GateStatus{ClosedUntil: r.GateClosedUntil, BreakerOpenUntil: r.BreakerOpenUntil, BreakerChange: r.BreakerChange}, err
 }
 
 // settlement is what completeScript records: the end of an attempt, or
@@ -623,10 +623,13 @@ func (s *Store) complete(ctx context.Context, op string, st settlement) (store.C
 	if err != nil {
 		return store.CompleteResult{}, s.wrap(op, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 || res[3] < 0 || res[3] > int64(store.BreakerClosed) {
 		return store.CompleteResult{}, unexpected(op, res)
 	}
-	return store.CompleteResult{RetryAllowed: res[1] == 1, GateClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[2])}, nil
+	return store.CompleteResult{
+		RetryAllowed: res[1] == 1, GateClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[2]),
+		BreakerChange: store.BreakerChange(res[3]),
+	}, nil
 }
 
 // GateState implements store.Store in one (read-only) script call.

@@ -468,7 +468,8 @@ return {0, 0, wait, registered, p, epoch}
 // open µs, 22 gate bound µs (now + max gate), 23 gates per tenant,
 // 24 index member, 25 learning idle expiry µs.
 // Returns {closed until µs (0 = open), retry allowed (1 or 0), breaker
-// open until µs (0 = not open)}.
+// open until µs (0 = not open), breaker change (0 none, 1 opened, 2
+// reopened, 3 closed: store.BreakerChange)}.
 var completeScript = redis.NewScript(luaHelpers + `
 local now = tonumber(ARGV[1])
 local ticket = ARGV[2]
@@ -532,16 +533,17 @@ if s.learn then
   end
 end
 local open_for, max_open = tonumber(ARGV[20]), tonumber(ARGV[21])
+local change = 0 -- 1 opened, 2 reopened, 3 closed
 if s.bo > 0 then
   if pr_b or (observed and s.bo <= now) then
     if result == 1 or result == 2 then
       brk_clear(KEYS[5], s)
-      dirty = true
+      dirty, change = true, 3
     elseif result == 3 then
       s.bk = s.bk + 1
       brk_open(s, now, limit, open_for, max_open)
       brk_write(KEYS[5], s)
-      dirty = true
+      dirty, change = true, 2
     end
   end
 elseif ARGV[16] == '1' then
@@ -555,6 +557,7 @@ elseif ARGV[16] == '1' then
       local c, f = brk_sums(KEYS[5], now, w)
       if c >= tonumber(ARGV[18]) and f >= tonumber(ARGV[19]) * c then
         brk_open(s, now, limit, open_for, max_open)
+        change = 1
       end
     end
     brk_write(KEYS[5], s)
@@ -571,7 +574,7 @@ end
 local g = closed_until(target, KEYS[2], KEYS[4], now)
 local bo = 0
 if s.bo > now then bo = s.bo end
-return {g, allowed, bo}
+return {g, allowed, bo, change}
 `)
 
 // stateScript reads the gate's state, as admitScript checks it.

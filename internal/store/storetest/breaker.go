@@ -70,12 +70,15 @@ func tripBreaker(t *testing.T, s store.Store, g store.GateKey, now time.Time) ti
 	for i := range 4 {
 		tickets = append(tickets, bpass(t, s, g, now.Add(ms(i))))
 	}
-	if r := bcomplete(t, s, g, tickets[0], store.ResultFailed, now.Add(ms(10))); !r.BreakerOpenUntil.IsZero() {
+	if r := bcomplete(t, s, g, tickets[0], store.ResultFailed, now.Add(ms(10))); !r.BreakerOpenUntil.IsZero() || r.BreakerChange != store.BreakerUnchanged {
 		t.Fatalf("1 failure in 4 calls opened the breaker: %+v", r)
 	}
 	at := now.Add(ms(11))
 	r := bcomplete(t, s, g, tickets[1], store.ResultFailed, at)
 	wantTime(t, "2 failures in 4 calls: BreakerOpenUntil", r.BreakerOpenUntil, at.Add(brk.OpenFor))
+	if r.BreakerChange != store.BreakerOpened {
+		t.Fatalf("the failure that opened the breaker reported change %q, want opened", r.BreakerChange)
+	}
 	wantTime(t, "2 failures in 4 calls: GateClosedUntil", r.GateClosedUntil, time.Time{})
 	return at
 }
@@ -206,6 +209,9 @@ func testBreakerDoubling(t *testing.T, s store.Store) {
 		r := bcomplete(t, s, gh, probe, store.ResultFailed, now.Add(ms(5)))
 		until := now.Add(ms(5)).Add(want)
 		wantTime(t, "failed probe: BreakerOpenUntil", r.BreakerOpenUntil, until)
+		if r.BreakerChange != store.BreakerReopened {
+			t.Fatalf("failed probe %d reported change %q, want reopened", i+1, r.BreakerChange)
+		}
 		mustBreakerOpen(t, s, gh, until.Add(-time.Microsecond), until)
 		if i == 0 {
 			mustBreakerOpen(t, s, gh, now.Add(time.Second), until)
@@ -213,8 +219,8 @@ func testBreakerDoubling(t *testing.T, s store.Store) {
 		now = until
 	}
 	probe := mustProbe(t, s, breq(gh, now))
-	if r := bcomplete(t, s, gh, probe, store.ResultAccepted, now.Add(ms(1))); !r.BreakerOpenUntil.IsZero() {
-		t.Fatalf("accepted probe: %+v", r)
+	if r := bcomplete(t, s, gh, probe, store.ResultAccepted, now.Add(ms(1))); !r.BreakerOpenUntil.IsZero() || r.BreakerChange != store.BreakerClosed {
+		t.Fatalf("accepted probe: %+v, want the breaker closed (change closed)", r)
 	}
 	// Closed: the next time it opens for OpenFor again.
 	at = tripBreaker(t, s, gh, now.Add(ms(10)))
