@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,14 +81,15 @@ func TestTwoBrokersLearnARetryAfterOnlyQuota(t *testing.T) {
 		windows = 6
 	)
 	up := newWindowUpstream(t, window, quota)
+	metricsAddr := freePort(t)
 	var brokers []*brokerProc
 	if os.Getenv("LEARNING_MEM") != "" {
-		b := startProc(t, "--allow-destinations", "127.0.0.1/32")
+		b := startProc(t, "--allow-destinations", "127.0.0.1/32", "--metrics-listen", metricsAddr)
 		brokers = []*brokerProc{b, b}
 	} else {
 		redisURL := redistest.Start(t)
 		brokers = []*brokerProc{
-			startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32"),
+			startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32", "--metrics-listen", metricsAddr),
 			startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32"),
 		}
 	}
@@ -120,6 +123,17 @@ func TestTwoBrokersLearnARetryAfterOnlyQuota(t *testing.T) {
 		for _, e := range up.events {
 			t.Log(e)
 		}
+	}
+	// The admin view shows what the replicas learned.
+	resp, err := http.Get("http://" + metricsAddr + AdminGatePath + "?tenant=dev&host=" + strings.TrimPrefix(up.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view gateView
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	_ = resp.Body.Close()
+	if err != nil || view.Learning == nil || view.Learning.LearnedQuota == nil || *view.Learning.LearnedQuota != quota {
+		t.Errorf("admin view %+v (%v), want a learned quota of %d", view, err, quota)
 	}
 	for win := range windows {
 		acc, ref := up.counts(win)

@@ -438,6 +438,7 @@ func metricsMux(metricsHandler http.Handler, st store.Store, describe string) ht
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
 	mux.Handle(SharedStateHealthPath, sharedStateHandler(st, describe))
+	mux.Handle(AdminGatePath, adminGateHandler(st))
 	return mux
 }
 

@@ -480,6 +480,20 @@ func (f *Fallback) InFlight(ctx context.Context, gate GateKey, now time.Time) (i
 	return c.InFlight(ctx, gate, now)
 }
 
+// InspectGate implements Inspector from the backend in use (the primary
+// while healthy), for stores that inspect; others report nothing.
+func (f *Fallback) InspectGate(ctx context.Context, gate GateKey, now time.Time) (GateInfo, error) {
+	var s Store = f.local
+	if !f.degraded.Load() {
+		s = f.primary
+	}
+	in, ok := s.(Inspector)
+	if !ok {
+		return GateInfo{}, nil
+	}
+	return in.InspectGate(ctx, gate, now)
+}
+
 // Close stops the probe and closes both stores. It is idempotent.
 func (f *Fallback) Close() error {
 	f.mu.Lock()

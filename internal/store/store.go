@@ -420,3 +420,35 @@ type InFlightCounter interface {
 	// a probe admitted while the gate had no known quota is not among them.
 	InFlight(ctx context.Context, gate GateKey, now time.Time) (int64, error)
 }
+
+// GateInfo is what a store holds for one gate, for operators (the broker's
+// admin view). Zero fields mean nothing is held.
+type GateInfo struct {
+	// Status is the gate's state, as GateState reports it.
+	Status GateStatus
+	// InFlight is the number of attempts registered in flight.
+	InFlight int64
+	// HasQuota reports an announced quota: Remaining calls until Reset.
+	HasQuota  bool
+	Remaining int64
+	Reset     time.Time
+	// Learning reports learned state: the current Epoch, its Admitted and
+	// NotAccepted counts, and, once learned, the quota L (LearnedQuota;
+	// Exact when it came from an epoch that began at a reopening).
+	Learning     bool
+	Epoch        int64
+	Admitted     int64
+	NotAccepted  int64
+	Learned      bool
+	LearnedQuota int64
+	// ProbeInFlight reports a probe (of the learned quota or the breaker)
+	// in flight.
+	ProbeInFlight bool
+}
+
+// Inspector is implemented by stores that can show one gate's state, for
+// the admin view. It changes nothing.
+type Inspector interface {
+	// InspectGate returns what the store holds for gate at now.
+	InspectGate(ctx context.Context, gate GateKey, now time.Time) (GateInfo, error)
+}

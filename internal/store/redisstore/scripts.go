@@ -590,3 +590,23 @@ local bo = num(redis.call('HGET', KEYS[4], 'bo'))
 if bo <= now or num(redis.call('HGET', KEYS[4], 'bx')) <= now then bo = 0 end
 return {g, bo}
 `)
+
+// inspectScript reads one gate's state for the admin view; it writes
+// nothing.
+//
+// KEYS: 1 gate, 2 in-flight set, 3 quota, 4 state.
+// ARGV: 1 now µs.
+// Returns {closed until µs, breaker open until µs, in flight, quota known
+// (1 or 0), remaining, reset µs, learning (1 or 0), epoch, admitted, not
+// accepted, learned (1 or 0), L, probe in flight (1 or 0)}.
+var inspectScript = redis.NewScript(luaHelpers + `
+local now = tonumber(ARGV[1])
+local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[3], now)
+local s = state_read(KEYS[4], now)
+local bo = 0
+if s.bo > now then bo = s.bo end
+local r, w, u = quota_read(KEYS[3], now)
+local flight = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
+local function b(x) if x then return 1 end return 0 end
+return {g, bo, flight, b(r ~= nil), r or 0, u or 0, b(s.learn), s.le, s.la, s.ln, b(s.lk), s.lL, b(s.pi ~= '')}
+`)

@@ -544,3 +544,34 @@ func testLearnConcurrentProbe(t *testing.T, s store.Store) {
 		t.Fatalf("once they are back: %d passed, %d probes, %d held; want 0, 1 and %d", len(again), probes, held, workers-1)
 	}
 }
+
+// testLearnInspect: a store that inspects shows the learned quota, the
+// epoch's counts and the probe in flight.
+func testLearnInspect(t *testing.T, s store.Store) {
+	in, ok := s.(store.Inspector)
+	if !ok {
+		t.Skipf("%T does not implement store.Inspector", s)
+	}
+	_, reopen := learnQuota(t, s, gh, T0, 5, 2) // L = 3
+	b1 := mustPassLearned(t, s, gh, reopen, 0)
+	info, err := in.InspectGate(ctxT(t), gh, reopen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Learning || !info.Learned || info.LearnedQuota != 3 || info.Epoch != b1.Epoch || info.Admitted != 1 ||
+		info.InFlight != 1 || info.ProbeInFlight || !info.Status.Open() {
+		t.Fatalf("InspectGate after one learned call = %+v, want L 3, 1 admitted and in flight, no probe", info)
+	}
+	back(t, s, gh, reopen, b1, mustPassLearned(t, s, gh, reopen, b1.Epoch), mustPassLearned(t, s, gh, reopen, b1.Epoch))
+	mustProbe(t, s, lreq(gh, reopen))
+	info, err = in.InspectGate(ctxT(t), gh, reopen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.ProbeInFlight || info.Admitted != 4 {
+		t.Fatalf("InspectGate with the probe out = %+v", info)
+	}
+	if info, err := in.InspectGate(ctxT(t), store.GateKey{Tenant: "nobody"}, reopen); err != nil || info != (store.GateInfo{}) {
+		t.Fatalf("InspectGate of an unknown gate = %+v, %v; want nothing", info, err)
+	}
+}

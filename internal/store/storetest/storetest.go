@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LearnAnnouncedQuotaWins", testLearnAnnouncedQuotaWins},
 		{"LearnDisabled", testLearnDisabled},
 		{"LearnConcurrentProbe", testLearnConcurrentProbe},
+		{"LearnInspect", testLearnInspect},
 		{"BreakerUnderMinCalls", testBreakerUnderMinCalls},
 		{"BreakerOpensAtRatio", testBreakerOpensAtRatio},
 		{"BreakerHalfOpenCloses", testBreakerHalfOpenCloses},
