@@ -5,6 +5,7 @@ The upstream is a local HTTP server whose paths stream in different ways:
 - ``/sse``: a server-sent event every 300 ms (4 in all), each send time recorded;
 - ``/reset``: Content-Length 10000, 2000 bytes, then a TCP reset;
 - ``/ticks``: a line every 20 ms until the connection is closed, which it records;
+- ``/idle``: one line, then nothing for 5 s (or until the connection closes, which it records);
 - ``/blob``: 3 MiB of bytes with a Content-Length.
 
 "Each event arrives before the next is sent" is checked against the
@@ -38,7 +39,10 @@ from retrybroker import (
 from retrybroker.httpx_transport import AsyncBrokerTransport, BrokerTransport
 from retrybroker.requests_adapter import BrokerAdapter
 
-from .conftest import BrokerProcess, free_port
+from .conftest import REPO, BrokerProcess, free_port
+
+STREAM_LIMITS = REPO / "testdata" / "config" / "stream-limits.yaml"
+STREAM_KEY = "stream-test-key"  # a test key: see the file
 
 EVENTS = 4
 ONCE = ExecuteOverrides(max_retries=0)  # no backoff waits where a call must fail
@@ -79,6 +83,19 @@ class StreamUpstream:
                         socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
                     )
                     self.connection.close()
+                    self.close_connection = True
+                elif self.path.startswith("/idle"):
+                    self.send_response(200)
+                    self.end_headers()
+                    self.wfile.write(b"first\n")
+                    self.wfile.flush()
+                    # Nothing more; a read sees the broker close the connection.
+                    self.connection.settimeout(5)
+                    try:
+                        if self.connection.recv(1) == b"":
+                            up.closed.set()
+                    except OSError:
+                        up.closed.set()
                     self.close_connection = True
                 elif self.path.startswith("/ticks"):
                     self.send_response(200)
@@ -374,4 +391,50 @@ def test_requests_adapter_close_cancels_upstream(sclient: BrokerClient, up: Stre
             for line in r.iter_lines():
                 assert line == b"tick"
                 break
+    assert up.closed.wait(5), "the upstream connection was not closed"
+
+
+@pytest.fixture(scope="module")
+def limits_broker() -> Iterator[BrokerProcess]:
+    """Start a broker whose policy ends a body idle for 300 ms (stream-limits.yaml)."""
+    b = BrokerProcess(["--config", str(STREAM_LIMITS)])
+    yield b
+    b.stop()
+
+
+def test_execute_stream_idle_timeout(limits_broker: BrokerProcess, up: StreamUpstream) -> None:
+    with BrokerClient(limits_broker.target, api_key=STREAM_KEY, timeout=20) as c:
+        got: list[bytes] = []
+        with (
+            c.execute_stream("GET", up.url + "/idle") as r,
+            pytest.raises(BodyIncompleteError) as ei,
+        ):
+            got.extend(r)
+    assert b"".join(got) == b"first\n"
+    res = ei.value.result
+    assert res is not None
+    assert res.body_end is BodyEnd.IDLE_TIMEOUT
+    assert not res.body_complete
+    assert res.outcome is not Outcome.SUCCESS
+    assert up.closed.wait(5), "the upstream connection was not closed"
+
+
+def test_httpx_transport_idle_timeout(limits_broker: BrokerProcess, up: StreamUpstream) -> None:
+    with (
+        BrokerClient(limits_broker.target, api_key=STREAM_KEY, timeout=20) as c,
+        httpx.Client(transport=BrokerTransport(c)) as hc,
+        pytest.raises(httpx.RemoteProtocolError),
+    ):
+        hc.get(up.url + "/idle")
+    assert up.closed.wait(5), "the upstream connection was not closed"
+
+
+def test_requests_adapter_idle_timeout(limits_broker: BrokerProcess, up: StreamUpstream) -> None:
+    with (
+        BrokerClient(limits_broker.target, api_key=STREAM_KEY, timeout=20) as c,
+        requests.Session() as s,
+    ):
+        s.mount("http://", BrokerAdapter(c))
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):
+            s.get(up.url + "/idle")
     assert up.closed.wait(5), "the upstream connection was not closed"

@@ -16,7 +16,11 @@ import {
   type StreamEvent,
   streamResultOf,
 } from "../src/index.js";
-import { type BrokerProcess, freePort, startBroker } from "./helpers.js";
+import { type BrokerProcess, freePort, REPO, startBroker } from "./helpers.js";
+
+// A policy that ends a body idle for 300 ms; its key is a published test key.
+const STREAM_LIMITS = `${REPO}/testdata/config/stream-limits.yaml`;
+const STREAM_KEY = "stream-test-key";
 
 const EVENTS = 4;
 const BLOB = Buffer.alloc(3 << 20, "0123456789abcdef");
@@ -51,6 +55,11 @@ class StreamUpstream {
         // Content-Length 10000, 2000 bytes, then a TCP reset.
         res.writeHead(200, { "Content-Length": "10000" });
         res.write(Buffer.alloc(2000, "r"), () => (req.socket as net.Socket).resetAndDestroy());
+      } else if (path.startsWith("/idle")) {
+        // One line, then nothing until the connection closes, which it records.
+        res.writeHead(200);
+        res.write("first\n");
+        req.socket.on("close", () => this.markClosed());
       } else if (path.startsWith("/ticks")) {
         // A line every 20 ms until the connection closes, which it records.
         res.writeHead(200);
@@ -265,5 +274,40 @@ describe("ExecuteStream", () => {
     assert.ok(events[0]?.type === "end" && events[0].result.bodyEnd === "BODY_END_NO_RESPONSE");
     const port = new URL(up.url).port;
     await assert.rejects(createBrokerFetch(client)(`http://127.0.0.2:${port}/sse`), PermissionDeniedError);
+  });
+});
+
+describe("ExecuteStream limits", () => {
+  let broker: BrokerProcess;
+  let client: BrokerClient;
+  let up: StreamUpstream;
+  before(async () => {
+    broker = await startBroker(["--config", STREAM_LIMITS]);
+    client = new BrokerClient(broker.target, { apiKey: STREAM_KEY, timeoutMs: 20_000 });
+  });
+  after(async () => {
+    client.close();
+    await broker.stop();
+  });
+  beforeEach(async () => {
+    up = new StreamUpstream();
+    await up.start();
+  });
+  afterEach(async () => {
+    await up.close();
+  });
+
+  it("an idle body ends with the idle timeout, through executeStream and fetch", async () => {
+    const events: StreamEvent[] = [];
+    for await (const ev of client.executeStream({ url: `${up.url}/idle` })) events.push(ev);
+    const last = events[events.length - 1];
+    assert.ok(last?.type === "end", "the stream did not end with end");
+    assert.equal(last.result.bodyComplete, false);
+    assert.equal(last.result.bodyEnd, "BODY_END_IDLE_TIMEOUT");
+    assert.notEqual(last.result.outcome, "OUTCOME_SUCCESS");
+    await closedWithin(up, 5000);
+
+    const res = await createBrokerFetch(client)(`${up.url}/idle`);
+    await assert.rejects(res.text(), BrokerBodyError);
   });
 });
