@@ -37,7 +37,8 @@ type callState struct {
 	deadline time.Time
 	maxBody  int64
 	gate     store.GateKey
-	res      *Result
+	res      *Result // &result
+	result   Result
 
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
@@ -47,7 +48,8 @@ type callState struct {
 
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 	p := c.Policy
-	s := &callState{r: r, c: c, p: p, caller: ctx, res: &Result{}}
+	s := &callState{r: r, c: c, p: p, caller: ctx}
+	s.res = &s.result
 	s.deadline = r.clock.Now().Add(p.TotalTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
 		s.deadline = d
@@ -89,7 +91,7 @@ type attempt struct {
 	in      Input
 	a       assessment
 	span    trace.Span
-	end     func() // ends the span and cancels the attempt's context
+	cancel  context.CancelFunc // cancels the attempt's context
 }
 
 // run is the attempt loop: admit, send, decide, complete, wait.
@@ -131,7 +133,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 	p := s.p
 	for {
 		now := s.r.clock.Now()
-		sctx, cancel := context.WithTimeout(s.ctx, s.r.storeTime)
+		sctx, cancel := s.r.storeContext(s.ctx)
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
 			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.deadline.Sub(now),
 			FirstAttempt: s.n == 1, Budget: p.Budget, Learning: p.Learning, Breaker: p.Breaker,
@@ -283,15 +285,11 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 		actx, cancel = context.WithTimeout(s.ctx, p.AttemptTimeout)
 	}
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, adm.Probe)
-	at.end = func() { at.span.End(); cancel() }
+	at.cancel = cancel
 	at.in = Input{Method: c.Method, Attempt: s.n, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
 
 	at.rec.Start = r.clock.Now()
-	var body io.Reader = http.NoBody
-	if len(c.Body) > 0 {
-		body = bytes.NewReader(c.Body)
-	}
-	req, err := http.NewRequestWithContext(actx, c.Method, c.URL.String(), body)
+	req, err := newRequest(actx, c)
 	var resp *http.Response
 	if err == nil {
 		// Each attempt writes its own headers (attempt number, trace
@@ -336,6 +334,35 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	at.a = r.classifier.assess(p, &at.in, now)
 	at.rec.Decision = at.a.Decision
 	return at, nil
+}
+
+// newRequest builds an attempt's request from the call's validated URL (not
+// parsed again), with its body replayable for redirects and for the
+// transport's own retry on a dead pooled connection.
+func newRequest(ctx context.Context, c *Call) (*http.Request, error) {
+	if c.URL == nil || c.URL.Host == "" {
+		return nil, errors.New("engine: request without a host")
+	}
+	req := &http.Request{
+		Method: c.Method, URL: c.URL, Host: c.URL.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Body: http.NoBody, GetBody: noBody,
+	}
+	if n := len(c.Body); n > 0 {
+		body := c.Body
+		req.ContentLength = int64(n)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return req.WithContext(ctx), nil
+}
+
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
+
+// end ends the attempt's span and cancels its context.
+func (at *attempt) end() {
+	at.span.End()
+	at.cancel()
 }
 
 // transportFailure records a transport error of kind for the attempt and
@@ -473,7 +500,7 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 	if !interesting {
 		return true
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.r.storeTime)
+	sctx, cancel := s.r.storeContext(context.WithoutCancel(s.ctx))
 	defer cancel()
 	out, err := s.r.store.Complete(sctx, store.CompleteRequest{
 		Gate: s.gate, Ticket: adm.Ticket, Obs: obs, Result: result, SpendRetry: spend, Budget: p.Budget,

@@ -21,6 +21,8 @@ type Classifier struct {
 	rand      Rand
 	storeTime time.Duration
 	observer  Observer
+	// storeBlocks is as in Runner.
+	storeBlocks bool
 }
 
 // assessment is what one attempt's result means.
@@ -158,6 +160,14 @@ type Classification struct {
 	Destination *Destination
 }
 
+// storeContext bounds one store call as Runner.storeContext does.
+func (c *Classifier) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !c.storeBlocks {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.storeTime)
+}
+
 // Classify decides a caller's response. It fails only when the policy
 // fails closed and the shared store cannot be reached (*StoreError); any
 // other store failure leaves the decision to stand on its own.
@@ -178,7 +188,7 @@ func (c *Classifier) Classify(ctx context.Context, cl *Classification) (Decision
 	if cl.Destination == nil || c.store == nil {
 		return a.Decision, nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, c.storeTime)
+	sctx, cancel := c.storeContext(ctx)
 	st, err := c.store.Observe(sctx, store.ObserveRequest{
 		Gate: cl.Destination.gateKey(p), Obs: a.Obs, Result: a.Result,
 		Learning: p.Learning, Breaker: p.Breaker, MaxGate: p.MaxGate, FailClosed: p.FailClosed, Now: now,

@@ -151,6 +151,9 @@ type Runner struct {
 	hintPeek   int64
 	storeTime  time.Duration
 	heldPoll   time.Duration
+	// storeBlocks is false for a store that never blocks (store.NonBlocking):
+	// its calls need no context of their own.
+	storeBlocks bool
 
 	classifier *Classifier
 	events     gateEvents
@@ -235,7 +238,9 @@ func NewRunner(st store.Store, opts ...RunnerOption) *Runner {
 	for _, o := range opts {
 		o(r)
 	}
-	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime, observer: r.observer}
+	nb, ok := st.(store.NonBlocking)
+	r.storeBlocks = st != nil && !(ok && nb.NonBlocking())
+	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime, observer: r.observer, storeBlocks: r.storeBlocks}
 	r.drain.init()
 	return r
 }
@@ -367,6 +372,15 @@ func (d Destination) gateKey(p *Policy) store.GateKey {
 		k.Credential = CredentialFingerprint(d.Authorization)
 	}
 	return k
+}
+
+// storeContext bounds one store call by the store timeout, within ctx; a
+// store that never blocks gets ctx itself (no timer, no allocation).
+func (r *Runner) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !r.storeBlocks {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.storeTime)
 }
 
 // destination returns the call's destination.

@@ -452,3 +452,11 @@ type Inspector interface {
 	// InspectGate returns what the store holds for gate at now.
 	InspectGate(ctx context.Context, gate GateKey, now time.Time) (GateInfo, error)
 }
+
+// NonBlocking is implemented by stores whose operations never block and
+// ignore their context (the memory store): callers may skip bounding each
+// call with a context of its own.
+type NonBlocking interface {
+	// NonBlocking reports that every operation returns at once.
+	NonBlocking() bool
+}

@@ -105,6 +105,10 @@ func timeOf(us int64, now int64) time.Time {
 	return time.UnixMicro(us)
 }
 
+// NonBlocking implements store.NonBlocking: every operation returns at
+// once and ignores its context.
+func (s *Store) NonBlocking() bool { return true }
+
 // Admit implements store.Store. It never blocks and ignores ctx.
 func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admission, error) {
 	now := micros(req.Now)
