@@ -86,6 +86,7 @@ func startProc(t *testing.T, args ...string) *brokerProc {
 	addr := freePort(t)
 	p := &brokerProc{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(brokerBin, append([]string{"--listen", addr}, args...)...)
+	dieWithTest(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

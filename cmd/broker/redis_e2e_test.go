@@ -44,6 +44,7 @@ func startRedisBroker(t *testing.T, env []string, args ...string) *redisBroker {
 		}
 	}
 	p.cmd.Env = append(p.cmd.Env, env...)
+	dieWithTest(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

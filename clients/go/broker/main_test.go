@@ -131,6 +131,7 @@ func startProcess(bin string, args ...string) (*brokerProcess, error) {
 	}
 	p := &brokerProcess{target: addr, log: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"--listen", addr, "--log-level", "warn"}, args...)...)
+	dieWithTest(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

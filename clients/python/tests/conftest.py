@@ -7,9 +7,12 @@ listens on a free 127.0.0.1 port and is killed at teardown.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +52,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_tests() -> None:
+    """Ask the kernel to kill the broker when the test process dies.
+
+    Runs in the child before exec, so that a crash or a kill of pytest
+    leaves no broker behind. Teardown still stops every broker by its pid.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class BrokerProcess:
     """One running broker process; ``target`` is its address."""
 
@@ -58,7 +74,12 @@ class BrokerProcess:
         # Open for the life of the process (closed by stop()), not one block.
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
         cmd = [str(broker_bin()), "--listen", self.target, *args]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_tests if sys.platform == "linux" else None,
+        )
         try:
             self._wait_serving(timeout=20.0)
         except BaseException:

@@ -75,13 +75,27 @@ export interface BrokerProcess {
   stop(): Promise<void>;
 }
 
+const SETPRIV = "/usr/bin/setpriv";
+
+/**
+ * dieWithTests runs the broker under setpriv --pdeathsig KILL where Linux has
+ * it, so that the kernel kills the broker when the test process dies without
+ * its cleanups (a crash, a kill). setpriv execs the broker in place: the pid
+ * stop() kills is still the broker's.
+ */
+function dieWithTests(file: string, args: string[]): [string, string[]] {
+  if (process.platform === "linux" && existsSync(SETPRIV)) {
+    return [SETPRIV, ["--pdeathsig", "KILL", "--", file, ...args]];
+  }
+  return [file, args];
+}
+
 /** startBroker starts bin/broker on a free port and waits for health SERVING. */
 export async function startBroker(args: string[] = []): Promise<BrokerProcess> {
   const port = await freePort();
   const target = `127.0.0.1:${port}`;
-  const child: ChildProcess = spawn(brokerBin(), ["--listen", target, ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const [file, argv] = dieWithTests(brokerBin(), ["--listen", target, ...args]);
+  const child: ChildProcess = spawn(file, argv, { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   child.stdout?.on("data", (c: Buffer) => (output += c.toString()));
   child.stderr?.on("data", (c: Buffer) => (output += c.toString()));
