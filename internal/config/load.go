@@ -220,7 +220,7 @@ func (l *loader) document(data []byte) *yaml.Node {
 // host_providers of their own, the catalog's hosts with the top-level
 // host_providers on top (their names resolve through the file's catalog).
 func (l *loader) readFileProviders(f *fileDoc) {
-	files := l.readProviders(f.Providers, providers.Builtin(), "providers", "", nil)
+	files := l.readProviders(f.Providers, providers.Builtin(), nil, "providers", "", nil)
 	l.hostOverrides = make(map[string]string)
 	if h := f.HostProviders; h != nil && l.checkHostNames(h, files, "host_providers") {
 		l.hostOverrides = h.hosts

@@ -19,9 +19,15 @@ type source struct {
 func (s *source) lineStart(n int) int {
 	if s.lines == nil {
 		s.lines = append(make([]int, 0, 64), 0)
-		for i, c := range s.data {
-			if c == '\n' {
-				s.lines = append(s.lines, i+1)
+		d := s.data
+		for i := 0; i < len(d); {
+			r, w := utf8.DecodeRune(d[i:])
+			if r == '\r' && i+1 < len(d) && d[i+1] == '\n' {
+				w = 2
+			}
+			i += w
+			if isBreak(r) {
+				s.lines = append(s.lines, i)
 			}
 		}
 	}
@@ -39,10 +45,13 @@ func (s *source) offset(line, col int) int {
 		return -1
 	}
 	for c := 1; c < col; c++ {
-		if off >= len(s.data) || s.data[off] == '\n' {
+		if off >= len(s.data) {
 			return -1
 		}
-		_, w := utf8.DecodeRune(s.data[off:])
+		r, w := utf8.DecodeRune(s.data[off:])
+		if isBreak(r) {
+			return -1
+		}
 		off += w
 	}
 	return off
@@ -75,9 +84,9 @@ func (s *source) position(off int) (line, col int) {
 // folded (>) block scalars are all placed exactly, character for
 // character: the value is aligned with the source, skipping what YAML
 // removed (quotes, indentation, folded line breaks, the block header line,
-// the backslash of an escape). exact is false when the alignment failed
-// (the file does not hold the text the node says, which yaml.v3 never
-// produces); the scalar's own position is returned then.
+// the backslash of an escape), in a UTF-8 file. exact is false when the
+// alignment failed (a UTF-16 file, which yaml.v3 also reads); the
+// scalar's own position is returned then.
 func (s *source) textPosition(n *yaml.Node, line, col int) (outLine, outCol int, exact bool) {
 	idx := runeIndex(n.Value, line, col)
 	start := s.offset(n.Line, n.Column)
@@ -117,14 +126,16 @@ func runeIndex(text string, line, col int) int {
 // indicator of a block scalar, the quote of a quoted one.
 func (s *source) align(n *yaml.Node, start, idx int) (int, bool) {
 	data := s.data
-	p := start
+	p := skipProperties(data, start)
 	switch {
 	case n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
-		nl := indexByteFrom(data, p, '\n')
-		if nl < 0 {
-			return 0, false
+		for p < len(data) { // the content starts below the header line
+			r, w := utf8.DecodeRune(data[p:])
+			p += w
+			if isBreak(r) {
+				break
+			}
 		}
-		p = nl + 1 // the content starts below the header line
 	case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0:
 		p++ // the opening quote
 	}
@@ -170,6 +181,12 @@ func matchRune(data []byte, p int, v rune, dq, sq bool) (at, next int, ok bool) 
 				continue
 			case ew > 0 && e == v:
 				return p, p + ew, true
+			case ew > 0 && (e == ' ' || e == '\t' || isBreak(e)):
+				// An escaped space that an earlier space of the value
+				// was matched against a fold in its place: white space
+				// is placed only roughly, what is written exactly.
+				p += ew
+				continue
 			case ew == 0:
 				return 0, 0, false
 			}
@@ -178,11 +195,11 @@ func matchRune(data []byte, p int, v rune, dq, sq bool) (at, next int, ok bool) 
 			}
 			return 0, 0, false
 		}
-		if r == v {
+		if r == v || isBreak(r) && (v == ' ' || v == '\n') { // a line break, or one folded into a space
 			return p, p + w, true
 		}
 		switch {
-		case r == ' ' || r == '\t' || r == '\n' || r == '\r':
+		case r == ' ' || r == '\t' || isBreak(r):
 		case sq && r == '\'':
 		default:
 			return 0, 0, false
@@ -236,23 +253,58 @@ func unescape(b []byte) (r rune, width int, brk bool) {
 	return 0, 0, false
 }
 
-// simpleEscapes are YAML's one-character escapes.
+// simpleEscapes are the one-character escapes of double-quoted scalars
+// yaml.v3 reads: YAML 1.2's, and \'.
 var simpleEscapes = map[byte]rune{
 	'0': 0, 'a': '\a', 'b': '\b', 't': '\t', '\t': '\t', 'n': '\n', 'v': '\v', 'f': '\f',
-	'r': '\r', 'e': 0x1b, ' ': ' ', '"': '"', '/': '/', '\\': '\\', 'N': 0x85, '_': 0xa0,
+	'r': '\r', 'e': 0x1b, ' ': ' ', '"': '"', '\'': '\'', '/': '/', '\\': '\\', 'N': 0x85, '_': 0xa0,
 	'L': 0x2028, 'P': 0x2029,
 }
 
-// indexByteFrom returns the index of the first c in data at or after p, or
-// -1.
-func indexByteFrom(data []byte, p int, c byte) int {
-	if p > len(data) {
-		return -1
-	}
-	for i := p; i < len(data); i++ {
-		if data[i] == c {
-			return i
+// isBreak reports whether r breaks a line for YAML (and yaml.v3's line
+// count): LF, CR (CR LF is one break), NEL, LS and PS.
+func isBreak(r rune) bool {
+	return r == '\n' || r == '\r' || r == 0x85 || r == 0x2028 || r == 0x2029
+}
+
+// skipProperties skips a node's tag (!tag) and anchor (&name), which a
+// node's position includes, and the space and comments after them. No scalar starts
+// with '!' or '&'.
+func skipProperties(data []byte, p int) int {
+	for p < len(data) && (data[p] == '!' || data[p] == '&') {
+		anchor := data[p] == '&'
+		p++
+		switch {
+		case anchor:
+			for p < len(data) && isAnchorChar(data[p]) {
+				p++
+			}
+		case p < len(data) && data[p] == '<': // a verbatim tag, !<...>
+			for p < len(data) && data[p] != '>' {
+				p++
+			}
+			p++
+		default:
+			for p < len(data) && (isAnchorChar(data[p]) || strings.IndexByte("!;/?:@&=+$,.~*'()[]%", data[p]) >= 0) {
+				p++
+			}
+		}
+		for p < len(data) && (isSpaceOrBreak(data[p]) || data[p] == '#') {
+			if data[p] == '#' { // a comment, to the end of its line
+				for p < len(data) && data[p] != '\n' && data[p] != '\r' {
+					p++
+				}
+				continue
+			}
+			p++
 		}
 	}
-	return -1
+	return p
 }
+
+// isAnchorChar reports the characters yaml.v3 allows in an anchor name.
+func isAnchorChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
+}
+
+func isSpaceOrBreak(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

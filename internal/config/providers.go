@@ -302,14 +302,17 @@ func (sc *scope) names() string { return strings.Join(sc.cat.Names(), ", ") }
 
 // providerLayer resolves one providers mapping over the catalog below it.
 type providerLayer struct {
-	l      *loader
-	below  *providers.Catalog
-	docs   *providerDocs
-	path   string // "providers", or "tenants[3].providers"
-	owner  string // ", tenant team-a" for a tenant's layer, else ""
-	byName map[string]*layerEntry
-	stack  []string // names being resolved, for cycles
-	broken map[string]bool
+	l     *loader
+	below *providers.Catalog
+	// belowBroken are the names of the broken entries below (the file's,
+	// for a tenant's layer): extending one is not reported again.
+	belowBroken map[string]bool
+	docs        *providerDocs
+	path        string // "providers", or "tenants[3].providers"
+	owner       string // ", tenant team-a" for a tenant's layer, else ""
+	byName      map[string]*layerEntry
+	stack       []string // names being resolved, for cycles
+	broken      map[string]bool
 }
 
 // layerEntry is one entry of a layer while it resolves.
@@ -327,14 +330,15 @@ type hostAt struct {
 }
 
 // readProviders resolves a providers mapping (the file's, over the built-in
-// catalog, or a tenant's, over the file's) and returns the scope of the
+// catalog, or a tenant's, over the file's, whose broken entries are
+// belowBroken) and returns the scope of the
 // policies it applies to: below with every valid entry on top, the host
 // map built with the file's host_providers (overrides, nil while the
 // file's own providers are read), and the names of the broken entries.
-func (l *loader) readProviders(docs *providerDocs, below *providers.Catalog, path, owner string, overrides map[string]string) *scope {
+func (l *loader) readProviders(docs *providerDocs, below *providers.Catalog, belowBroken map[string]bool, path, owner string, overrides map[string]string) *scope {
 	sc := &scope{cat: below}
 	if docs != nil && len(docs.Entries) > 0 {
-		pl := &providerLayer{l: l, below: below, docs: docs, path: path, owner: owner, byName: make(map[string]*layerEntry, len(docs.Entries)), broken: map[string]bool{}}
+		pl := &providerLayer{l: l, below: below, belowBroken: belowBroken, docs: docs, path: path, owner: owner, byName: make(map[string]*layerEntry, len(docs.Entries)), broken: map[string]bool{}}
 		var order []*layerEntry
 		for i := range docs.Entries {
 			le := &layerEntry{e: &docs.Entries[i]}
@@ -450,6 +454,9 @@ func (pl *providerLayer) base(name, path string, key *yaml.Node, doc *providerDo
 		return e.Spec(), true, true
 	}
 	e, found := pl.below.Lookup(target)
+	if !found && pl.belowBroken[target] {
+		return spec, false, false // reported where it is defined
+	}
 	if !found {
 		known := pl.below.Names()
 		for n := range pl.byName {

@@ -443,7 +443,7 @@ func (l *loader) tenantScope(td *tenantDoc, path string) *scope {
 	if td.Providers == nil || len(td.Providers.Entries) == 0 {
 		return l.files
 	}
-	sc := l.readProviders(td.Providers, l.files.cat, join(path, "providers"), ", tenant "+td.ID.V, l.hostOverrides)
+	sc := l.readProviders(td.Providers, l.files.cat, l.files.broken, join(path, "providers"), ", tenant "+td.ID.V, l.hostOverrides)
 	for name := range l.files.broken {
 		if sc.broken == nil {
 			sc.broken = map[string]bool{}
