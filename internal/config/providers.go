@@ -464,7 +464,11 @@ func (pl *providerLayer) base(name, path string, key *yaml.Node, doc *providerDo
 				known = append(known, n)
 			}
 		}
+		for n := range pl.belowBroken {
+			known = append(known, n)
+		}
 		slices.Sort(known)
+		known = slices.Compact(known)
 		if s := suggest(target, known); s != "" {
 			l.addf(ext, join(path, "extends"), "no provider named %s to extend; did you mean %s?", describe(target), s)
 		} else {
