@@ -293,10 +293,6 @@ type scope struct {
 	broken map[string]bool
 }
 
-// knows reports whether name is a provider of the scope or one of its
-// broken entries.
-func (sc *scope) knows(name string) bool { return sc.cat.Has(name) || sc.broken[name] }
-
 // names lists the scope's providers for a message.
 func (sc *scope) names() string { return strings.Join(sc.cat.Names(), ", ") }
 
