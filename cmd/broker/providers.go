@@ -13,19 +13,109 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrybroker/retrybroker/internal/config"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
 const providersUsage = `usage:
-  broker providers list
-  broker providers show NAME
+  broker providers list [--config FILE [--tenant ID]]
+  broker providers show NAME [--config FILE [--tenant ID]]
   broker providers test NAME --status N [--header 'Name: value']... [--body FILE] [--method M] [--attempt N] [--now RFC3339]
+                        [--config FILE [--tenant ID [--policy NAME]]]
   broker providers docs
 
-list and show print the built-in provider catalog as loaded; test classifies
-one response with the default policy and says which reader or rule decided;
-docs prints docs/providers.md (make generate writes it).`
+list and show print the provider catalog as loaded: the built-in one, or
+with --config the built-in one with the file's providers on top, and with
+--tenant that tenant's view (its own providers on top of the file's). test
+classifies one response with the provider's entry and a policy (the
+standard one, or with --tenant the tenant's default policy or --policy) and
+says which reader or rule decided; a policy's custom_readers are not
+applied. docs prints docs/providers.md, from the built-in catalog (make
+generate writes it).`
+
+// catalogFlags are the flags that choose the catalog: --config and
+// --tenant.
+type catalogFlags struct {
+	config, tenant string
+}
+
+func (c *catalogFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "a configuration file: show the catalog with its providers")
+	fs.StringVar(&c.tenant, "tenant", "", "with --config, a tenant id: show the catalog that tenant sees")
+}
+
+// catalogView is the catalog a command shows, and what it is.
+type catalogView struct {
+	cat    *providers.Catalog
+	title  string         // "the built-in catalog 2026.12.1", ...
+	tenant *tenant.Tenant // with --tenant
+}
+
+// load returns the catalog the flags choose. An invalid configuration
+// prints every problem to stderr.
+func (c *catalogFlags) load(stderr io.Writer) (*catalogView, error) {
+	builtin := providers.Builtin()
+	if c.config == "" {
+		if c.tenant != "" {
+			return nil, errors.New("--tenant needs --config")
+		}
+		return &catalogView{cat: builtin, title: "the built-in catalog " + builtin.Version()}, nil
+	}
+	d, err := config.Load(c.config)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(stderr, p.Error())
+			}
+			return nil, fmt.Errorf("%s: %d problem(s)", c.config, len(ce.Problems))
+		}
+		return nil, err
+	}
+	v := &catalogView{cat: d.Catalog()}
+	if c.tenant != "" {
+		t, ok := d.Tenant(c.tenant)
+		if !ok {
+			return nil, fmt.Errorf("no tenant %q in %s", c.tenant, c.config)
+		}
+		v.cat, v.tenant = t.ProviderCatalog(), t
+		v.title = fmt.Sprintf("the catalog of tenant %s in %s", t.ID, c.config)
+	} else {
+		v.title = "the catalog of " + c.config
+	}
+	v.title += fmt.Sprintf(" (built-in %s and %d entries of the configuration)", builtin.Version(), countConfigured(v.cat))
+	return v, nil
+}
+
+// countConfigured counts the entries a configuration defined.
+func countConfigured(c *providers.Catalog) int {
+	n := 0
+	for _, e := range c.Entries() {
+		if e.Origin() != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("show NAME --config F" and "show --config F NAME"), and
+// returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
 
 // providersCommand runs `broker providers ...`. It returns the exit code:
 // 0, 1 for a failure, 2 for a usage error.
@@ -34,28 +124,37 @@ func providersCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, providersUsage)
 		return 2
 	}
-	cat := providers.Builtin()
-	var err error
 	switch args[0] {
-	case "list":
-		if len(args) != 1 {
+	case "list", "show":
+		fs := flag.NewFlagSet("broker providers "+args[0], flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		var cf catalogFlags
+		cf.register(fs)
+		pos, err := parseInterspersed(fs, args[1:])
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if want := map[string]int{"list": 0, "show": 1}[args[0]]; len(pos) != want {
 			break
 		}
-		err = listProviders(stdout, cat)
-		return exitCode(err, stderr)
-	case "show":
-		if len(args) != 2 {
-			break
+		v, err := cf.load(stderr)
+		if err != nil {
+			return exitCode(err, stderr)
 		}
-		err = showProvider(stdout, cat, args[1])
-		return exitCode(err, stderr)
+		if args[0] == "list" {
+			return exitCode(listProviders(stdout, v), stderr)
+		}
+		return exitCode(showProvider(stdout, v, pos[0]), stderr)
 	case "test":
-		return testProvider(args[1:], stdout, stderr, cat)
+		return testProvider(args[1:], stdout, stderr)
 	case "docs":
 		if len(args) != 1 {
 			break
 		}
-		return exitCode(providers.WriteMarkdown(stdout, cat), stderr)
+		return exitCode(providers.WriteMarkdown(stdout, providers.Builtin()), stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, providersUsage)
 		return 0
@@ -80,11 +179,20 @@ func lookupEntry(cat *providers.Catalog, name string) (*providers.Entry, error) 
 	return e, nil
 }
 
-func listProviders(w io.Writer, cat *providers.Catalog) error {
-	fmt.Fprintf(w, "built-in catalog %s\n\n", cat.Version())
+// originOf says where an entry comes from: "built-in", or where the
+// configuration defines it.
+func originOf(e *providers.Entry) string {
+	if o := e.Origin(); o != "" {
+		return o
+	}
+	return "built-in"
+}
+
+func listProviders(w io.Writer, v *catalogView) error {
+	fmt.Fprintf(w, "%s\n\n", v.title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOSTS\tRULES\tTITLE")
-	for _, e := range cat.Entries() {
+	fmt.Fprintln(tw, "NAME\tHOSTS\tRULES\tORIGIN\tTITLE")
+	for _, e := range v.cat.Entries() {
 		hosts := strings.Join(e.Hosts(), ",")
 		if hosts == "" {
 			hosts = "-"
@@ -97,17 +205,22 @@ func listProviders(w io.Writer, cat *providers.Catalog) error {
 		if rs == "" {
 			rs = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name(), hosts, rs, e.Spec().Title)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name(), hosts, rs, originOf(e), e.Spec().Title)
 	}
 	return tw.Flush()
 }
 
-func showProvider(w io.Writer, cat *providers.Catalog, name string) error {
-	e, err := lookupEntry(cat, name)
+func showProvider(w io.Writer, v *catalogView, name string) error {
+	e, err := lookupEntry(v.cat, name)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "# provider %q from the built-in catalog %s\n", e.Name(), cat.Version())
+	if o := e.Origin(); o != "" {
+		fmt.Fprintf(w, "# provider %q defined at %s, in %s\n", e.Name(), o, v.title)
+		fmt.Fprintln(w, "# as loaded: what it inherits through extends is included")
+	} else {
+		fmt.Fprintf(w, "# provider %q from %s\n", e.Name(), v.title)
+	}
 	var body []string
 	for s := 100; s < 600; s++ {
 		if e.NeedsBody(s) {
@@ -147,12 +260,7 @@ func (h *headerFlags) Set(v string) error {
 	return nil
 }
 
-func testProvider(args []string, stdout, stderr io.Writer, cat *providers.Catalog) int {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, providersUsage)
-		return 2
-	}
-	name := args[0]
+func testProvider(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("broker providers test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	status := fs.Int("status", 0, "the response's HTTP status (required)")
@@ -162,17 +270,30 @@ func testProvider(args []string, stdout, stderr io.Writer, cat *providers.Catalo
 	method := fs.String("method", "GET", "the request's method")
 	attempt := fs.Int("attempt", 1, "the 1-based attempt that got the response")
 	nowFlag := fs.String("now", "", "the clock for absolute hints, RFC 3339 (default: now)")
-	if err := fs.Parse(args[1:]); err != nil {
+	policyName := fs.String("policy", "", "with --tenant, the tenant's policy to decide with (default: its default policy)")
+	var cf catalogFlags
+	cf.register(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *status < 100 || *status > 599 {
-		fmt.Fprintln(stderr, "broker providers test: --status between 100 and 599 is required, and no other arguments")
+	if len(pos) != 1 || *status < 100 || *status > 599 {
+		fmt.Fprintln(stderr, "broker providers test: want one provider NAME, --status between 100 and 599, and no other arguments")
+		fmt.Fprintln(stderr, providersUsage)
 		return 2
 	}
-	e, err := lookupEntry(cat, name)
+	if *policyName != "" && cf.tenant == "" {
+		fmt.Fprintln(stderr, "broker providers test: --policy needs --tenant")
+		return 2
+	}
+	v, err := cf.load(stderr)
+	if err != nil {
+		return exitCode(err, stderr)
+	}
+	e, err := lookupEntry(v.cat, pos[0])
 	if err != nil {
 		return exitCode(err, stderr)
 	}
@@ -193,8 +314,8 @@ func testProvider(args []string, stdout, stderr io.Writer, cat *providers.Catalo
 		}
 	}
 	reading, trace := e.Explain(r)
-	p := engine.DefaultPolicy()
-	if err := p.Validate(); err != nil {
+	p, policyLabel, err := decisionPolicy(v, *policyName)
+	if err != nil {
 		return exitCode(err, stderr)
 	}
 	in := engine.Input{
@@ -202,8 +323,27 @@ func testProvider(args []string, stdout, stderr io.Writer, cat *providers.Catalo
 		HasIdempotencyKey: r.Header.Get(p.IdempotencyHeader) != "",
 	}
 	d := p.Decide(&in, engine.GlobalRand)
+	fmt.Fprintf(stdout, "policy: %s\n", policyLabel)
 	printDecision(stdout, e, d, reading, trace, now)
 	return 0
+}
+
+// decisionPolicy returns the policy test decides with: the tenant's named
+// policy (or its default) with --tenant, else the standard policy.
+func decisionPolicy(v *catalogView, name string) (*engine.Policy, string, error) {
+	if v.tenant == nil {
+		p := engine.DefaultPolicy()
+		p.Catalog = v.cat
+		if err := p.Validate(); err != nil {
+			return nil, "", err
+		}
+		return &p, "the standard policy", nil
+	}
+	tp, ok := v.tenant.Policy(name)
+	if !ok {
+		return nil, "", fmt.Errorf("tenant %s has no policy %q", v.tenant.ID, name)
+	}
+	return &tp.Policy, v.tenant.ID + "/" + tp.Name, nil
 }
 
 // readPeek reads at most limit bytes of a file.

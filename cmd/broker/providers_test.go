@@ -126,3 +126,103 @@ func TestProvidersTest(t *testing.T) {
 		t.Errorf("missing body file: exit %d, %q", code, errOut)
 	}
 }
+
+// TestProvidersWithConfig: list, show and test print the catalog as the
+// configuration loads it, a tenant's view with --tenant, and the operator's
+// rule decides test's response.
+func TestProvidersWithConfig(t *testing.T) {
+	const cfg = "../../testdata/config/providers.yaml"
+	out, errOut, code := runProviders(t, "list", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("list: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"the catalog of " + cfg, "corp-api     api.corp.example", "slow_down", cfg + ":14", "aws "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list misses %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "corp-batch") {
+		t.Errorf("the file's catalog shows team-b's provider:\n%s", out)
+	}
+	out, _, code = runProviders(t, "list", "--config", cfg, "--tenant", "team-b")
+	if code != 0 || !strings.Contains(out, "corp-batch") || !strings.Contains(out, "tenant team-b, extends corp-api") {
+		t.Errorf("list --tenant team-b: exit %d\n%s", code, out)
+	}
+	out, _, code = runProviders(t, "show", "corp-batch", "--config", cfg, "--tenant", "team-b")
+	if code != 0 {
+		t.Fatalf("show: exit %d", code)
+	}
+	// As loaded: the inherited slow_down rule after the tenant's own.
+	daily, slow := strings.Index(out, "name: daily_quota"), strings.Index(out, "name: slow_down")
+	if daily < 0 || slow < daily || !strings.Contains(out, "# reads the body of: 400, 429") || strings.Contains(out, "api.corp.example") {
+		t.Errorf("show corp-batch:\n%s", out)
+	}
+	if _, errOut, code := runProviders(t, "show", "corp-batch", "--config", cfg, "--tenant", "team-a"); code != 1 || !strings.Contains(errOut, `unknown provider "corp-batch"`) {
+		t.Errorf("team-a sees corp-batch: exit %d %s", code, errOut)
+	}
+
+	body := filepath.Join(t.TempDir(), "slow.json")
+	if err := os.WriteFile(body, []byte(`{"error":"slow_down","wait_ms":1500}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runProviders(t, "test", "corp-api", "--config", cfg, "--status", "400", "--body", body)
+	if code != 0 {
+		t.Fatalf("test: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"policy: the standard policy", "action:       retry", "delay:        1.5s", "rule:         corp-api/slow_down", "hint source:  body:wait_ms", "corp-api/slow_down: matched"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("test misses %q:\n%s", want, out)
+		}
+	}
+	out, _, code = runProviders(t, "test", "corp-batch", "--status", "429", "--config", cfg, "--tenant", "team-b", "--body", body)
+	if code != 0 || !strings.Contains(out, "policy: team-b/default") || !strings.Contains(out, "corp-batch/daily_quota: no match") {
+		t.Errorf("test --tenant team-b: exit %d\n%s", code, out)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nproviders:\n  corp:\n    rules: [{name: r, when: 'stauts == 1', action: retry}]\ntenants: [{id: a, api_key_sha256: ["+strings.Repeat("ab", 32)+"]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runProviders(t, "list", "--config", bad); code != 1 || !strings.Contains(errOut, "bad.yaml:4:30: providers.corp.rules[0].when: undeclared reference to 'stauts'") {
+		t.Errorf("a bad file: exit %d\n%s", code, errOut)
+	}
+	for _, usage := range [][]string{
+		{"list", "--tenant", "team-a"},
+		{"test", "corp-api", "--status", "400", "--policy", "default"},
+		{"show"},
+		{"list", "extra", "--config", cfg},
+	} {
+		_, _, code := runProviders(t, usage...)
+		if usage[0] == "list" && usage[1] == "--tenant" {
+			if code != 1 {
+				t.Errorf("%v: exit %d, want 1", usage, code)
+			}
+			continue
+		}
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)", usage, code)
+		}
+	}
+}
+
+// TestProvidersDocsShowTheTestedExample keeps the example of
+// docs/providers.md identical to the providers of
+// testdata/config/providers.yaml, which the end-to-end tests load.
+func TestProvidersDocsShowTheTestedExample(t *testing.T) {
+	cfg, err := os.ReadFile(filepath.Join("..", "..", "testdata", "config", "providers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := bytes.Index(cfg, []byte("providers:\n"))
+	end := bytes.Index(cfg, []byte("\ntenants:\n"))
+	if start < 0 || end < start {
+		t.Fatal("testdata/config/providers.yaml has no providers section before its tenants")
+	}
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "providers.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(docs, append(append([]byte("```yaml\n"), cfg[start:end]...), []byte("```")...)) {
+		t.Fatal("docs/providers.md does not show the providers section of testdata/config/providers.yaml (edit internal/providers/docs.md.tmpl and run make generate)")
+	}
+}

@@ -49,30 +49,20 @@ import (
 // same struct tags, with the position, path and suggestion of each key.
 //
 // Adding a section is declaring its struct and adding it as a field where
-// it is written. The provider catalog's operator-defined entries, for
-// example, would be
-//
-//	type providerDoc struct {
-//		section
-//		Extends *str                         `yaml:"extends"` // nil: a new entry
-//		Hosts   *hostPatterns                `yaml:"hosts"`
-//		Headers *list[readerDoc, *readerDoc] `yaml:"headers"`
-//		Quota   *quotaDoc                    `yaml:"quota"`
-//		Rules   *list[ruleDoc, *ruleDoc]     `yaml:"rules"`
-//	}
-//
-// with Providers *dict[providerDoc, *providerDoc] `yaml:"providers"` in
-// fileDoc and in tenantDoc. A new kind of value (a CEL expression) is a
-// kind type whose parse checks what it can alone (see scalars.go). What
-// spans several fields of one entry is checked in the section's
-// UnmarshalYAML, which returns issues (errAt, issues.addf) with a path
-// below the entry. What needs the rest of the file (resolving extends: aws
-// against the built-in catalog, compiling CEL rules against the catalog's
-// environment) is checked by the loader, which places a Problem on any
-// decoded value with loader.addf(v.node, path, ...); keyNode and fieldKey
-// find the key that set a field, for problems about the key rather than
-// the value. A nil pointer field means "inherit" there as it does in
-// policies.
+// it is written. The provider catalog's operator-defined entries
+// (providers.go) are an example: providerDoc and its hintDoc, quotaDoc,
+// ruleDoc, ... sections, with Providers *providerDocs in fileDoc and in
+// tenantDoc. A new kind of value is a kind type whose parse checks what it
+// can alone (see scalars.go). What spans several fields of one entry is
+// checked in the section's UnmarshalYAML, which returns issues (errAt,
+// issues.addf) with a path below the entry. What needs the rest of the
+// file (resolving extends: aws against the catalog below, compiling CEL
+// rules) is checked by the loader, which places a Problem on any decoded
+// value with loader.addf(v.node, path, ...); keyNode and fieldKey find the
+// key that set a field, for problems about the key rather than the value,
+// and source.textPosition places a problem found inside a scalar's text
+// (a CEL expression's) on the character of the file. A nil pointer field
+// means "inherit" there as it does in policies.
 
 // wantMapping describes a plain mapping in "want ..., got ..." messages.
 const wantMapping = "a mapping (key: value lines)"

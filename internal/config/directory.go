@@ -22,6 +22,7 @@ type Directory struct {
 	policies   int
 	templates  int
 	hostMap    providers.HostMap
+	catalog    *providers.Catalog
 }
 
 // File returns the name the configuration was loaded from.
@@ -75,7 +76,13 @@ func (d *Directory) TenantByIdentity(identity string) (*tenant.Tenant, bool) {
 // HasIdentities reports whether any tenant is mapped to an mTLS identity.
 func (d *Directory) HasIdentities() bool { return len(d.byIdentity) > 0 }
 
+// Catalog returns the file's provider catalog: the built-in catalog with
+// the file's top-level providers on top. A tenant that defines providers
+// of its own sees them on top of this one (tenant.Tenant.Catalog).
+func (d *Directory) Catalog() *providers.Catalog { return d.catalog }
+
 // HostMap returns the host-to-provider map of policies that set no
-// host_providers of their own: the built-in map with the file's top-level
+// host_providers of their own, for tenants without providers of their
+// own: the hosts of the file's catalog (Catalog) with the file's top-level
 // host_providers on top.
 func (d *Directory) HostMap() providers.HostMap { return d.hostMap }

@@ -13,13 +13,17 @@
 // The file format is documented in docs/policy.md. In short:
 //
 //	version: 1
-//	host_providers: {api.github.example.com: github}   # over the built-in map
+//	providers:                                         # over the built-in catalog
+//	  corp-api: {hosts: [api.corp.example], rules: [...]}
+//	  aws: {extends: aws, rules: [...]}
+//	host_providers: {api.github.example.com: github}   # over the catalog's hosts
 //	policies:                                          # shared policies
 //	  standard: {max_retries: 3, backoff: {base: 1s}}
 //	tenants:
 //	  - id: team-a
 //	    api_key_sha256: ["<64 hex digits>"]            # printf %s "$KEY" | sha256sum
 //	    mtls_identities: ["spiffe://corp/ns/a/sa/x", "CN=team-a"]
+//	    providers: {corp-batch: {extends: corp-api}}  # this tenant's only
 //	    policies:
 //	      default: standard                            # share a policy by name
 //	      bulk: {extends: standard, max_retries: 5}    # or define one
@@ -52,7 +56,20 @@
 // becomes []netip.Prefix, header names are checked, custom readers are
 // built.
 //
+// # Providers
+//
+// The top-level providers and each tenant's are provider catalog entries
+// (providers.go): decoded like the rest, then merged over what they extend
+// and compiled by providers.Compiler, whose SpecErrors are placed on the
+// file (a CEL expression's line and column mapped onto the YAML scalar by
+// source.textPosition, position.go). They build layered catalogs (the
+// built-in one, the file's on top, a tenant's on top of that); every
+// policy gets its tenant's as engine.Policy.Catalog, and its host map from
+// it. A tenant never sees another tenant's entries.
+//
 // Tenants that reference the same shared policies share the *tenant.Policy
 // values and the policy map, so a file with many tenants stays small in
-// memory; nothing reachable from a Directory may be modified.
+// memory, unless they define providers (their shared policies are then
+// copies that resolve names through their own catalog); nothing reachable
+// from a Directory may be modified.
 package config

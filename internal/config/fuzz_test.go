@@ -10,8 +10,10 @@ import (
 // FuzzParse checks that any input either loads or gives a *Error whose
 // problems all name the file, and never panics.
 func FuzzParse(f *testing.F) {
-	if data, err := os.ReadFile(exampleFile); err == nil {
-		f.Add(data)
+	for _, file := range []string{exampleFile, exampleProviders} {
+		if data, err := os.ReadFile(file); err == nil {
+			f.Add(data)
+		}
 	}
 	f.Add([]byte(configFor("a", "b")))
 	f.Add([]byte("version: 1\npolicies:\n  p: {backoff: {factor: 2}, budget: {disabled: true}, pacing: {rate: 1}}\ntenants:\n  - id: a\n    mtls_identities: [CN=a]\n    policies: {default: p, x: {extends: p, max_request_body: 1KiB}}\n"))
@@ -34,9 +36,13 @@ func FuzzParse(f *testing.F) {
 		if !errors.As(err, &ce) || len(ce.Problems) == 0 {
 			t.Fatalf("error %v is not a *Error with problems", err)
 		}
+		lines := strings.Count(string(data), "\n") + strings.Count(string(data), "\r") + 1
 		for _, p := range ce.Problems {
 			if !strings.HasPrefix(p.Error(), "fuzz.yaml") {
 				t.Fatalf("problem %q does not name the file", p.Error())
+			}
+			if p.Line > lines || p.Line < 0 || p.Column < 0 {
+				t.Fatalf("problem %q is placed outside the file's %d lines", p.Error(), lines)
 			}
 		}
 	})

@@ -51,7 +51,7 @@ func Load(path string) (*Directory, error) {
 // problems. It returns an *Error listing every problem when data is not a
 // valid configuration.
 func Parse(name string, data []byte) (*Directory, error) {
-	l := &loader{file: name}
+	l := &loader{file: name, src: source{data: data}}
 	dir := l.parse(data)
 	if len(l.problems) > 0 {
 		sortProblems(l.problems)
@@ -66,6 +66,7 @@ func Parse(name string, data []byte) (*Directory, error) {
 type fileDoc struct {
 	section
 	Version       *intIn[versionRange]         `yaml:"version"`
+	Providers     *providerDocs                `yaml:"providers"`
 	HostProviders *hostProviders               `yaml:"host_providers"`
 	Policies      *dict[policyDoc, *policyDoc] `yaml:"policies"`
 	Tenants       *rawList                     `yaml:"tenants"`
@@ -96,9 +97,11 @@ func (r *rawList) UnmarshalYAML(n *yaml.Node) error {
 // loader holds the state of one Parse.
 type loader struct {
 	file          string
+	src           source
 	problems      []*Problem
-	hostOverrides map[string]string // top-level host_providers
-	hostMap       providers.HostMap // built-in map with hostOverrides on top
+	compiler      providers.Compiler // shares compiled CEL among the file's entries
+	hostOverrides map[string]string  // top-level host_providers
+	files         *scope             // the file's catalog, its host map, its broken entries
 	templates     map[string]*template
 	builtin       *template // the standard policy, for tenants without policies
 	sharedMaps    map[string]map[string]*tenant.Policy
@@ -171,9 +174,9 @@ func (l *loader) parse(data []byte) *Directory {
 	} else if f.Version != nil && f.Version.V != Version {
 		l.addf(f.Version.node, "version", "unsupported version %d; this broker reads version %d", f.Version.V, Version)
 	}
-	l.readHostProviders(f.HostProviders)
+	l.readFileProviders(&f)
 	l.builtin = &template{p: *tenant.DefaultPolicy(), aliases: map[string]*tenant.Policy{}}
-	l.builtin.p.HostMap = l.hostMap
+	l.builtin.p.Catalog, l.builtin.p.HostMap = l.files.cat, l.files.hostMap
 	l.builtin.ok = l.builtin.p.Validate() == nil
 	l.readTemplates(f.Policies)
 	l.readTenants(&f, root)
@@ -212,18 +215,22 @@ func (l *loader) document(data []byte) *yaml.Node {
 	return root
 }
 
-// readHostProviders builds the host map of policies without host_providers
-// of their own: the built-in map with the top-level entries on top.
-func (l *loader) readHostProviders(h *hostProviders) {
+// readFileProviders builds the file's scope: the built-in catalog with the
+// top-level providers on top, and the host map of policies without
+// host_providers of their own, the catalog's hosts with the top-level
+// host_providers on top (their names resolve through the file's catalog).
+func (l *loader) readFileProviders(f *fileDoc) {
+	files := l.readProviders(f.Providers, providers.Builtin(), nil, "providers", "", nil)
 	l.hostOverrides = make(map[string]string)
-	if h != nil {
+	if h := f.HostProviders; h != nil && l.checkHostNames(h, files, "host_providers") {
 		l.hostOverrides = h.hosts
 	}
-	hm, err := providers.NewHostMap(l.hostOverrides)
+	hm, err := files.cat.HostMap(l.hostOverrides)
 	if err != nil { // each entry was checked; this cannot happen
 		l.addf(nil, "host_providers", "%v", err)
 	}
-	l.hostMap = hm
+	files.hostMap = hm
+	l.files = files
 }
 
 // readTemplates resolves the top-level shared policies.
@@ -248,16 +255,17 @@ func (l *loader) readTemplates(policies *dict[policyDoc, *policyDoc]) {
 		if k := e.V.key("extends"); k != nil {
 			l.addf(k, join(path, "extends"), "shared policies cannot extend; only tenant policies can")
 		}
-		t.p, t.hosts, t.ok = l.resolvePolicy(&e.V, l.builtin, name, path, nil)
+		t.p, t.hosts, t.ok = l.resolvePolicy(&e.V, l.builtin, name, path, nil, l.files)
 	}
 }
 
 // resolvePolicy builds the policy doc describes over base (the standard
 // policy, or the shared policy doc extends, whose extends value is ext),
-// gives it its host map and validates it, reporting every problem at path.
-// It returns the policy, its own host_providers, and whether it may be
-// used: it may not when doc, base or the result has a problem.
-func (l *loader) resolvePolicy(doc *policyDoc, base *template, name, path string, ext *yaml.Node) (tenant.Policy, map[string]string, bool) {
+// gives it the catalog and host map of scope sc and validates it,
+// reporting every problem at path. It returns the policy, its own
+// host_providers, and whether it may be used: it may not when doc, base or
+// the result has a problem.
+func (l *loader) resolvePolicy(doc *policyDoc, base *template, name, path string, ext *yaml.Node, sc *scope) (tenant.Policy, map[string]string, bool) {
 	p, hosts, ok := base.p, base.hosts, base.ok
 	if !ok { // base's own problems are reported; check doc over the standard policy
 		p, hosts = l.builtin.p, nil
@@ -266,22 +274,44 @@ func (l *loader) resolvePolicy(doc *policyDoc, base *template, name, path string
 	hosts, errs := doc.applyTo(&p, hosts)
 	l.report(path, errs.err())
 	ok = ok && !doc.bad && len(errs) == 0
-	p.HostMap = l.hostMap
-	if hosts != nil {
-		merged := maps.Clone(l.hostOverrides)
-		maps.Copy(merged, hosts)
-		hm, err := providers.NewHostMap(merged)
-		if err != nil { // each entry was checked; this cannot happen
-			l.addf(doc.key("host_providers"), join(path, "host_providers"), "%v", err)
-			return p, hosts, false
-		}
-		p.HostMap = hm
+	mapped := hosts
+	if !l.checkHostNames(doc.HostProviders, sc, join(path, "host_providers")) {
+		ok, mapped = false, nil // reported; check the rest without them
+	}
+	if sc.broken[p.Provider] {
+		// The entry's problems are reported; do not report the policy as
+		// naming an unknown provider too.
+		ok, p.Provider = false, ""
+	}
+	if !l.scopePolicy(&p, mapped, sc) {
+		l.addf(doc.key("host_providers"), join(path, "host_providers"), "the host map cannot be built")
+		return p, hosts, false
 	}
 	if err := p.Validate(); err != nil {
 		l.reportInvalid(err, doc, path, ext)
 		ok = false
 	}
 	return p, hosts, ok
+}
+
+// scopePolicy gives p the catalog of scope sc and its host map: sc's, or,
+// when the policy has host_providers of its own (hosts), the file's
+// top-level ones and hosts over sc's catalog. It reports false when the
+// host map cannot be built, which the checks of the names before it rule
+// out.
+func (l *loader) scopePolicy(p *tenant.Policy, hosts map[string]string, sc *scope) bool {
+	p.Catalog, p.HostMap = sc.cat, sc.hostMap
+	if hosts == nil {
+		return true
+	}
+	merged := maps.Clone(l.hostOverrides)
+	maps.Copy(merged, hosts)
+	hm, err := sc.cat.HostMap(merged)
+	if err != nil {
+		return false
+	}
+	p.HostMap = hm
+	return true
 }
 
 // digestOf returns the SHA-256 of data.

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -300,11 +299,13 @@ func (c *customReaderDoc) UnmarshalYAML(n *yaml.Node) error {
 // hostProviders is a host_providers mapping: host pattern -> provider.
 type hostProviders struct {
 	dict[str, *str]
-	// hosts holds the valid entries.
+	// hosts holds the entries whose pattern is valid. Their provider names
+	// are checked by the loader (checkHostNames), against the catalog of
+	// the policies the mapping applies to.
 	hosts map[string]string
 }
 
-// UnmarshalYAML decodes the mapping and checks each entry.
+// UnmarshalYAML decodes the mapping and checks each host pattern.
 func (h *hostProviders) UnmarshalYAML(n *yaml.Node) error {
 	errs := asIssues(h.dict.UnmarshalYAML(n))
 	h.hosts = make(map[string]string, len(h.Entries))
@@ -313,12 +314,8 @@ func (h *hostProviders) UnmarshalYAML(n *yaml.Node) error {
 			continue
 		}
 		host, name := e.Key.Value, e.V.V
-		if _, err := providers.NewHostMap(map[string]string{host: name}); err != nil {
-			if errors.Is(err, providers.ErrUnknownProvider) {
-				errs.addf(e.V.node, keySeg(host), "unknown provider %s (known: %s)", describe(name), strings.Join(providers.Names(), ", "))
-			} else {
-				errs.addf(e.Key, keySeg(host), "%s is not a host name or a *.suffix wildcard", describe(host))
-			}
+		if _, err := providers.NewHostMap(map[string]string{host: "none"}); err != nil {
+			errs.addf(e.Key, keySeg(host), "%s is not a host name or a *.suffix wildcard", describe(host))
 			continue
 		}
 		h.hosts[host] = name

@@ -37,11 +37,12 @@ func (k *apiKeyHashes) UnmarshalYAML(n *yaml.Node) error {
 // so only the fields whose absence means something are pointers.
 type tenantDoc struct {
 	section
-	ID             str          `yaml:"id"`
-	APIKeys        apiKeyHashes `yaml:"api_key_sha256"`
-	MTLSIdentities identities   `yaml:"mtls_identities"`
-	DefaultPolicy  *str         `yaml:"default_policy"`
-	Policies       *policyRefs  `yaml:"policies"`
+	ID             str           `yaml:"id"`
+	APIKeys        apiKeyHashes  `yaml:"api_key_sha256"`
+	MTLSIdentities identities    `yaml:"mtls_identities"`
+	Providers      *providerDocs `yaml:"providers"`
+	DefaultPolicy  *str          `yaml:"default_policy"`
+	Policies       *policyRefs   `yaml:"policies"`
 }
 
 // UnmarshalYAML decodes a tenant mapping; unlike most mappings, a tenant
@@ -84,7 +85,8 @@ func (l *loader) readTenants(f *fileDoc, root *yaml.Node) {
 		byKey:      make(map[[32]byte]*tenant.Tenant),
 		byIdentity: make(map[string]*tenant.Tenant),
 		templates:  len(l.templates),
-		hostMap:    l.hostMap,
+		hostMap:    l.files.hostMap,
+		catalog:    l.files.cat,
 	}
 	l.sharedMaps = make(map[string]map[string]*tenant.Policy)
 	if f.Tenants == nil {
@@ -130,7 +132,9 @@ func (l *loader) readTenant(td *tenantDoc, path string) {
 	if td.APIKeys.written()+td.MTLSIdentities.written() == 0 {
 		l.addf(td.node, path, "tenant %s has no credentials: list api_key_sha256 hashes or mtls_identities", describe(t.ID))
 	}
-	t.Policies = l.tenantPolicies(td, path)
+	sc := l.tenantScope(td, path)
+	t.Catalog = sc.cat
+	t.Policies = l.tenantPolicies(td, path, sc)
 	l.checkDefaultPolicy(t, td, path)
 	l.index(t, td, path)
 }
@@ -256,12 +260,12 @@ type sharedRef struct {
 // tenantPolicies builds a tenant's policies, or returns nil when one of
 // them has a problem (reported). Tenants that only reference shared
 // policies, under the same names, share one map.
-func (l *loader) tenantPolicies(td *tenantDoc, path string) map[string]*tenant.Policy {
+func (l *loader) tenantPolicies(td *tenantDoc, path string, sc *scope) map[string]*tenant.Policy {
 	if td.Policies == nil {
 		if td.key("policies") != nil { // present but not a mapping: reported
 			return nil
 		}
-		return l.defaultPolicies()
+		return l.defaultPolicies(sc, path)
 	}
 	pp := join(path, "policies")
 	var refs []sharedRef
@@ -288,7 +292,7 @@ func (l *loader) tenantPolicies(td *tenantDoc, path string) map[string]*tenant.P
 			refs = append(refs, sharedRef{name, t})
 			continue
 		}
-		p := l.ownPolicy(e.V.Doc, name, fp)
+		p := l.ownPolicy(e.V.Doc, name, fp, sc)
 		if p == nil {
 			broken = true
 			continue
@@ -301,18 +305,25 @@ func (l *loader) tenantPolicies(td *tenantDoc, path string) map[string]*tenant.P
 	if broken {
 		return nil
 	}
-	return l.policyMap(refs, own)
+	return l.policyMap(refs, own, sc, pp)
 }
 
 // defaultPolicies returns the policies of a tenant that lists none: the
 // shared policy named default if there is one, else the standard policy.
-func (l *loader) defaultPolicies() map[string]*tenant.Policy {
+func (l *loader) defaultPolicies(sc *scope, path string) map[string]*tenant.Policy {
 	t := l.builtin
 	if dt, ok := l.templates[tenant.DefaultPolicyName]; ok {
 		t = dt
 	}
 	if !t.ok {
 		return nil
+	}
+	if sc != l.files {
+		p := l.inScope(t, tenant.DefaultPolicyName, sc, join(path, "policies"))
+		if p == nil {
+			return nil
+		}
+		return map[string]*tenant.Policy{tenant.DefaultPolicyName: p}
 	}
 	return l.shared(tenant.DefaultPolicyName+"\x00"+t.name, func() map[string]*tenant.Policy {
 		return map[string]*tenant.Policy{tenant.DefaultPolicyName: t.as(tenant.DefaultPolicyName)}
@@ -336,7 +347,7 @@ func (l *loader) sharedPolicy(r *policyRef, path string) *template {
 // ownPolicy resolves a policy a tenant defines itself, over the shared
 // policy it extends if any. It returns nil when the policy has a problem
 // (reported).
-func (l *loader) ownPolicy(doc *policyDoc, name, path string) *tenant.Policy {
+func (l *loader) ownPolicy(doc *policyDoc, name, path string, sc *scope) *tenant.Policy {
 	base := l.builtin
 	var ext *yaml.Node
 	switch {
@@ -351,7 +362,7 @@ func (l *loader) ownPolicy(doc *policyDoc, name, path string) *tenant.Policy {
 	case doc.key("extends") != nil: // not a name: reported
 		return nil
 	}
-	p, _, ok := l.resolvePolicy(doc, base, name, path, ext)
+	p, _, ok := l.resolvePolicy(doc, base, name, path, ext, sc)
 	if !ok {
 		return nil
 	}
@@ -360,8 +371,24 @@ func (l *loader) ownPolicy(doc *policyDoc, name, path string) *tenant.Policy {
 
 // policyMap returns the map of a tenant's policies: its own, plus the
 // shared ones it references. A tenant with only references shares the map
-// of every other tenant with the same references.
-func (l *loader) policyMap(refs []sharedRef, own map[string]*tenant.Policy) map[string]*tenant.Policy {
+// of every other tenant with the same references, unless it defines
+// providers (sc is not the file's scope): its shared policies are then
+// copies that resolve names through its catalog. path is the tenant's
+// policies.
+func (l *loader) policyMap(refs []sharedRef, own map[string]*tenant.Policy, sc *scope, path string) map[string]*tenant.Policy {
+	if sc != l.files {
+		if own == nil {
+			own = make(map[string]*tenant.Policy, len(refs))
+		}
+		for _, r := range refs {
+			p := l.inScope(r.t, r.name, sc, join(path, r.name))
+			if p == nil {
+				return nil
+			}
+			own[r.name] = p
+		}
+		return own
+	}
 	if own != nil {
 		for _, r := range refs {
 			own[r.name] = r.t.as(r.name)
@@ -407,4 +434,46 @@ func (l *loader) knownTemplates() string {
 		return " (there are none)"
 	}
 	return " (there are: " + strings.Join(slices.Sorted(maps.Keys(l.templates)), ", ") + ")"
+}
+
+// tenantScope returns the scope of a tenant's policies: the file's, or,
+// when the tenant defines providers, the file's catalog with the tenant's
+// on top. Its broken names are the file's and the tenant's.
+func (l *loader) tenantScope(td *tenantDoc, path string) *scope {
+	if td.Providers == nil || len(td.Providers.Entries) == 0 {
+		return l.files
+	}
+	sc := l.readProviders(td.Providers, l.files.cat, l.files.broken, join(path, "providers"), ", tenant "+td.ID.V, l.hostOverrides)
+	for name := range l.files.broken {
+		if sc.broken == nil {
+			sc.broken = map[string]bool{}
+		}
+		if !sc.cat.Has(name) {
+			sc.broken[name] = true
+		}
+	}
+	return sc
+}
+
+// inScope returns the shared policy t under name for a tenant whose
+// policies resolve names through sc: t's own policy in the file's scope,
+// else a copy with sc's catalog and host map. path is where the tenant
+// uses it. It returns nil when the copy does not validate, which cannot
+// happen (sc's catalog holds every name the file's does), reported.
+func (l *loader) inScope(t *template, name string, sc *scope, path string) *tenant.Policy {
+	if sc == l.files {
+		return t.as(name)
+	}
+	p := new(tenant.Policy)
+	*p = t.p
+	p.Name = name
+	if !l.scopePolicy(p, t.hosts, sc) {
+		l.addf(nil, path, "the host map of shared policy %s cannot be built for this tenant", describe(t.name))
+		return nil
+	}
+	if err := p.Validate(); err != nil {
+		l.addf(nil, path, "shared policy %s is not valid for this tenant: %v", describe(t.name), err)
+		return nil
+	}
+	return p
 }

@@ -142,8 +142,15 @@ type Policy struct {
 	// Name is the policy's name within its tenant ("default" for the default).
 	Name string
 	// Provider names the hint reader ("retry-after", "github", ... or
-	// "none"). Empty means choose by the request's host, else "retry-after".
+	// "none"), an entry of Catalog. Empty means choose by the request's
+	// host, else "retry-after".
 	Provider string
+	// Catalog is the provider catalog the policy's names resolve through:
+	// Provider in Validate, and any name given to ReaderFor (a request's
+	// provider override). Nil means the built-in catalog. A configuration
+	// gives each policy its tenant's layered catalog (built-in, then the
+	// file's providers, then the tenant's).
+	Catalog *providers.Catalog
 	// CustomBefore and CustomAfter are readers tried before and after the
 	// provider's reader.
 	CustomBefore []providers.HintReader
@@ -206,7 +213,8 @@ type Policy struct {
 	// unreachable, instead of serving on local state.
 	FailClosed bool
 
-	reader providers.HintReader // resolved by Validate
+	reader     providers.HintReader // resolved by Validate
+	readerName string               // the name reader was resolved for
 }
 
 // StreamLimits bound ExecuteStream calls. Execute is not affected.
@@ -263,15 +271,26 @@ func (p *Policy) Validate() error {
 	p.validateLimits(&errs)
 	p.validateStream(&errs)
 	if p.Provider != "" {
-		if _, ok := providers.Lookup(p.Provider); !ok {
-			errs.add("provider", "unknown provider %q (known: %s)", p.Provider, strings.Join(providers.Names(), ", "))
+		if cat := p.ProviderCatalog(); !cat.Has(p.Provider) {
+			errs.add("provider", "unknown provider %q (known: %s)", p.Provider, strings.Join(cat.Names(), ", "))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	p.reader, p.readerName = nil, ""
 	p.reader = p.ReaderFor(p.Provider) // resolved once: Decide is a hot path
+	p.readerName = p.Provider
 	return nil
+}
+
+// ProviderCatalog returns the catalog the policy's provider names resolve
+// through: Catalog, or the built-in catalog when it is nil.
+func (p *Policy) ProviderCatalog() *providers.Catalog {
+	if p.Catalog != nil {
+		return p.Catalog
+	}
+	return providers.Builtin()
 }
 
 // fieldErrors collects *FieldError values.
@@ -367,15 +386,27 @@ func (p *Policy) validateStream(errs *fieldErrors) {
 	}
 }
 
-// ReaderFor returns the hint reader for provider name with the policy's
-// custom readers around it. An unknown name gives the retry-after reader.
-// Callers resolve per request only when the provider is chosen per request.
+// ReaderFor returns the hint reader for provider name, looked up in the
+// policy's catalog (ProviderCatalog), with the policy's custom readers
+// around it. An unknown name gives the catalog's retry-after reader (which
+// a configuration may have extended). The reader Validate resolved for the
+// policy's own provider is returned without a lookup or an allocation;
+// another name costs a map lookup, plus a chain when the policy has custom
+// readers.
 func (p *Policy) ReaderFor(name string) providers.HintReader {
+	if p.reader != nil && name == p.readerName {
+		return p.reader
+	}
 	if name == "" {
 		name = "retry-after"
 	}
-	r, ok := providers.Lookup(name)
-	if !ok {
+	cat := p.ProviderCatalog()
+	var r providers.HintReader
+	if e, ok := cat.Lookup(name); ok {
+		r = e
+	} else if e, ok := cat.Lookup("retry-after"); ok {
+		r = e
+	} else {
 		r, _ = providers.Lookup("retry-after")
 	}
 	if len(p.CustomBefore) == 0 && len(p.CustomAfter) == 0 {

@@ -22,7 +22,8 @@ var builtinYAML []byte
 type Catalog struct {
 	version string
 	entries map[string]*Entry
-	order   []*Entry // catalog order, for documentation
+	order   []*Entry  // catalog order, for documentation
+	hosts   hostTable // the entries' hosts, indexed once
 }
 
 // ParseCatalogSpec decodes a catalog from YAML. Unknown fields are errors,
@@ -74,6 +75,7 @@ func NewCatalog(spec CatalogSpec) (*Catalog, []*SpecError) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	c.hosts = c.hostTable()
 	return c, nil
 }
 
@@ -101,7 +103,7 @@ var builtin = sync.OnceValues(func() (*Catalog, error) { return LoadCatalog(buil
 
 // emptyCatalog stands in if the embedded catalog failed to compile, which
 // TestBuiltinCatalogCompiles rules out.
-var emptyCatalog = &Catalog{entries: map[string]*Entry{}}
+var emptyCatalog = &Catalog{entries: map[string]*Entry{}, hosts: hostTable{exact: map[string]string{}}}
 
 // Builtin returns the built-in catalog: the 14 providers of the design,
 // "retry-after" (the default) and "none".
@@ -136,9 +138,24 @@ func (c *Catalog) Names() []string {
 // ones they did not replace).
 func (c *Catalog) Entries() []*Entry { return slices.Clone(c.order) }
 
+// Has reports whether the catalog has an entry of that name.
+func (c *Catalog) Has(name string) bool {
+	_, ok := c.entries[name]
+	return ok
+}
+
+// Len returns the number of entries.
+func (c *Catalog) Len() int { return len(c.entries) }
+
 // With returns a catalog holding c's entries and, on top, the given ones:
-// an entry replaces c's entry of the same name. c is not modified.
+// an entry replaces c's entry of the same name (and takes its place at the
+// end of the catalog order). Hosts follow the order too: a host listed by
+// an entry of the given ones maps to it, even when one of c's entries
+// lists it as well. c is not modified; With with no entries returns c.
 func (c *Catalog) With(entries ...*Entry) *Catalog {
+	if len(entries) == 0 {
+		return c
+	}
 	out := &Catalog{version: c.version, entries: make(map[string]*Entry, len(c.entries)+len(entries))}
 	replaced := map[string]bool{}
 	for _, e := range entries {
@@ -158,6 +175,7 @@ func (c *Catalog) With(entries ...*Entry) *Catalog {
 		out.entries[e.name] = e
 		out.order = append(out.order, e)
 	}
+	out.hosts = out.hostTable()
 	return out
 }
 
@@ -172,10 +190,11 @@ func (c *Catalog) HostMap(overrides map[string]string) (HostMap, error) {
 	if err != nil {
 		return HostMap{}, err
 	}
-	return HostMap{overrides: t, defaults: c.hostTable()}, nil
+	return HostMap{overrides: t, defaults: c.hosts}, nil
 }
 
-// hostTable indexes the entries' hosts.
+// hostTable indexes the entries' hosts; a later entry wins a host listed
+// twice.
 func (c *Catalog) hostTable() hostTable {
 	m := map[string]string{}
 	for _, e := range c.order {

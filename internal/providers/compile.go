@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/cel-go/cel"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -92,10 +93,60 @@ func (s *specErrors) add(path, format string, args ...any) {
 // Compile checks spec and builds the entry. Every problem is reported, each
 // with the path of its field; the entry is nil when there is any. CEL
 // expressions are compiled once here, in one environment shared by every
-// entry, so compiling an entry costs microseconds per expression.
+// entry, so compiling an entry costs tens of microseconds per expression.
+// The entry's Origin is empty (the built-in catalog's entries have none).
 func Compile(spec EntrySpec) (*Entry, []*SpecError) {
+	var c Compiler
+	return c.Compile(spec, "")
+}
+
+// Compiler compiles entries like Compile, and compiles each distinct CEL
+// expression once: entries that repeat an expression (a configuration
+// whose tenants define the same rule) share its compiled program, which is
+// safe because programs are immutable. The zero value is ready to use. A
+// Compiler holds every expression it compiled, so use one per catalog load
+// rather than one for the life of the process. It is not safe for
+// concurrent use.
+type Compiler struct {
+	programs map[celKey]celResult
+}
+
+// celKey identifies a compiled expression: its text and what it must yield.
+type celKey struct {
+	src  string
+	want string
+}
+
+// celResult is what compileCEL returned for a celKey.
+type celResult struct {
+	prg    *celProgram
+	issues []celIssue
+}
+
+// cel compiles src (or returns the earlier result for the same text and
+// type).
+func (c *Compiler) cel(src string, accept func(*cel.Type) bool, want string) (*celProgram, []celIssue) {
+	if c == nil {
+		return compileCEL(src, accept, want)
+	}
+	k := celKey{src, want}
+	if r, ok := c.programs[k]; ok {
+		return r.prg, r.issues
+	}
+	prg, issues := compileCEL(src, accept, want)
+	if c.programs == nil {
+		c.programs = make(map[celKey]celResult)
+	}
+	c.programs[k] = celResult{prg, issues}
+	return prg, issues
+}
+
+// Compile checks spec and builds the entry, as the package-level Compile
+// does; origin is what the entry's Origin reports (for example
+// "broker.yaml:12", where a configuration defined it).
+func (c *Compiler) Compile(spec EntrySpec, origin string) (*Entry, []*SpecError) {
 	var se specErrors
-	e := &Entry{spec: spec, name: spec.Name}
+	e := &Entry{spec: spec, name: spec.Name, origin: origin}
 	if !entryNameRE.MatchString(spec.Name) {
 		se.add("name", "%q is not a provider name (lower-case letters, digits, '-' and '_', starting with a letter or digit)", spec.Name)
 	}
@@ -151,7 +202,7 @@ func Compile(spec EntrySpec) (*Entry, []*SpecError) {
 			se.add(path+".name", "rule %q is defined twice", r.Name)
 		}
 		seen[r.Name] = true
-		if ru, ok := compileRule(&se, path, spec.Name, r); ok {
+		if ru, ok := c.compileRule(&se, path, spec.Name, r); ok {
 			e.rules = append(e.rules, ru)
 		}
 	}
@@ -389,7 +440,7 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 	return st, len(se.errs) == n
 }
 
-func compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
+func (c *Compiler) compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
 	n := len(se.errs)
 	ru := &rule{name: entry + "/" + r.Name, statuses: r.Statuses, reason: r.Reason}
 	if !ruleNameRE.MatchString(r.Name) {
@@ -402,7 +453,7 @@ func compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
 		}
 		ru.contains = append(ru.contains, []byte(c))
 	}
-	when, issues := compileCEL(r.When, isBoolOrDyn, "bool")
+	when, issues := c.cel(r.When, isBoolOrDyn, "bool")
 	for _, is := range issues {
 		se.errs = append(se.errs, &SpecError{Path: path + ".when", Line: is.line, Column: is.column, Msg: is.msg})
 	}
@@ -422,7 +473,7 @@ func compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
 		se.add(path+".action", "%q is not retry or do_not_retry", r.Action)
 	}
 	if r.Delay != nil && r.Action == "retry" {
-		ru.delay = compileDelay(se, path+".delay", ru.name, *r.Delay)
+		ru.delay = c.compileDelay(se, path+".delay", ru.name, *r.Delay)
 	}
 	if len(se.errs) > n {
 		return nil, false
@@ -435,7 +486,7 @@ func (d *delayStep) needsBody() bool {
 	return d.path != nil || (d.expr != nil && d.expr.needsBody)
 }
 
-func compileDelay(se *specErrors, path, ruleName string, d DelaySpec) *delayStep {
+func (c *Compiler) compileDelay(se *specErrors, path, ruleName string, d DelaySpec) *delayStep {
 	set := 0
 	for _, s := range []string{d.Header, d.Body, d.Expr} {
 		if s != "" {
@@ -477,7 +528,7 @@ func compileDelay(se *specErrors, path, ruleName string, d DelaySpec) *delayStep
 		}
 		st.path, st.source = strings.Split(d.Body, "."), "body:"+d.Body
 	default:
-		p, issues := compileCEL(d.Expr, isDelayType, "duration, double or int")
+		p, issues := c.cel(d.Expr, isDelayType, "duration, double or int")
 		for _, is := range issues {
 			se.errs = append(se.errs, &SpecError{Path: path + ".expr", Line: is.line, Column: is.column, Msg: is.msg})
 		}

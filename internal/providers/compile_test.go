@@ -238,3 +238,65 @@ func BenchmarkCompileEntry(b *testing.B) {
 		}
 	}
 }
+
+// TestCompilerSharesPrograms: a Compiler compiles an expression text once
+// for every entry that repeats it, and gives each entry its origin.
+func TestCompilerSharesPrograms(t *testing.T) {
+	var c Compiler
+	rule := RuleSpec{Name: "slow_down", Statuses: []int{400}, When: `body.error == "slow_down"`, Action: "retry", Delay: &DelaySpec{Expr: "double(body.wait_ms) / 1000.0"}}
+	a, errs := c.Compile(EntrySpec{Name: "a", Rules: []RuleSpec{rule}}, "f.yaml:3")
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	b, errs := c.Compile(EntrySpec{Name: "b", Rules: []RuleSpec{rule}}, "f.yaml:9, tenant x")
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if a.rules[0].when != b.rules[0].when || a.rules[0].delay.expr != b.rules[0].delay.expr {
+		t.Error("the same expressions were compiled twice")
+	}
+	if a.rules[0].when == a.rules[0].delay.expr {
+		t.Error("a condition and a delay share a program")
+	}
+	if a.Origin() != "f.yaml:3" || b.Origin() != "f.yaml:9, tenant x" {
+		t.Errorf("origins %q %q", a.Origin(), b.Origin())
+	}
+	if e, _ := Builtin().Lookup("aws"); e.Origin() != "" {
+		t.Errorf("a built-in entry has origin %q", e.Origin())
+	}
+	// Each entry still reports under its own name.
+	r := &Response{Status: 400, Body: []byte(`{"error":"slow_down","wait_ms":1500}`)}
+	if got := b.Read(r); got.Rule != "b/slow_down" || got.Hint.Delay != 1500*time.Millisecond || got.Hint.Source != "rule:b/slow_down" {
+		t.Errorf("b reads %+v", got)
+	}
+	// A failed compilation is remembered too, and reported for each entry.
+	bad := RuleSpec{Name: "r", When: "status ==", Action: "retry"}
+	for _, name := range []string{"c", "d"} {
+		if _, errs := c.Compile(EntrySpec{Name: name, Rules: []RuleSpec{bad}}, ""); len(errs) != 1 || errs[0].Path != "rules[0].when" || errs[0].Line != 1 {
+			t.Errorf("%s: %v", name, errs)
+		}
+	}
+}
+
+// TestCatalogWithHostPrecedence: a host listed by an entry of an upper
+// layer maps to it, even when an entry below lists it too.
+func TestCatalogWithHostPrecedence(t *testing.T) {
+	mine, errs := Compile(EntrySpec{Name: "corp-github", Hosts: []string{"api.github.com"}})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	c := Builtin().With(mine)
+	hm, err := c.HostMap(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := hm.ProviderFor("api.github.com"); got != "corp-github" {
+		t.Errorf("api.github.com -> %q", got)
+	}
+	if !c.Has("github") || !c.Has("corp-github") || c.Len() != Builtin().Len()+1 || Builtin().Has("corp-github") {
+		t.Error("Has or Len")
+	}
+	if Builtin().With() != Builtin() {
+		t.Error("With() copies")
+	}
+}

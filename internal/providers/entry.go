@@ -15,6 +15,7 @@ import (
 type Entry struct {
 	spec     EntrySpec
 	name     string
+	origin   string
 	hosts    []string
 	extra    []int
 	hints    []hintStep
@@ -113,6 +114,12 @@ type delayStep struct {
 
 // Name returns the entry's name, as used in policies.
 func (e *Entry) Name() string { return e.name }
+
+// Origin says where the entry was defined: empty for the built-in catalog's
+// entries, else what the Compiler was given (the configuration loader
+// gives "FILE:LINE", with ", extends NAME" for an entry that extends
+// another).
+func (e *Entry) Origin() string { return e.origin }
 
 // Spec returns the declarative form the entry was compiled from. The
 // returned value shares slices with the entry: callers must not modify it.

@@ -63,7 +63,7 @@ func DefaultHostMap() HostMap {
 }
 
 // defaultTable is the built-in catalog's hosts, indexed once.
-var defaultTable = sync.OnceValue(func() hostTable { return Builtin().hostTable() })
+var defaultTable = sync.OnceValue(func() hostTable { return Builtin().hosts })
 
 // isBuiltin reports whether name is a built-in reader.
 func isBuiltin(name string) bool {

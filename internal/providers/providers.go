@@ -23,9 +23,13 @@
 // by Compile. An entry has hint steps in priority order, verdict headers,
 // quota signals, scope headers and rules: CEL conditions over the response
 // (status, method, attempt, headers and the body parsed lazily as JSON) with
-// an outcome. Catalogs layer (Catalog.With), so configuration-defined
-// providers can sit on top of the built-in ones. docs/providers.md is
-// generated from the catalog (WriteMarkdown).
+// an outcome. Catalogs layer (Catalog.With): the configuration loader
+// (internal/config) compiles the providers a file defines, and each
+// tenant's, with a Compiler (which compiles a repeated CEL expression once
+// and records where each entry was defined, Entry.Origin), and puts them on
+// top of the built-in catalog; a policy resolves names through its
+// tenant's catalog (engine.Policy.Catalog). docs/providers.md is generated
+// from the built-in catalog (WriteMarkdown).
 //
 // The parsers behind the readers are exported (ParseDelaySeconds,
 // ParseHTTPDate, ParseRateLimit, ...) so the engine and fuzzers share them.

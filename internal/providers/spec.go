@@ -8,8 +8,9 @@ import (
 )
 
 // CatalogSpec is the declarative form of a provider catalog: the embedded
-// built-in catalog (catalog.yaml) and, later, the providers an operator
-// defines in the configuration have this shape.
+// built-in catalog (catalog.yaml). The providers an operator defines in the
+// configuration have the shape of its entries (internal/config decodes
+// them, with their positions, into EntrySpecs).
 type CatalogSpec struct {
 	// Version identifies the catalog's content, e.g. "2026.12.1". The
 	// built-in catalog's version is printed by `broker providers list`.

@@ -32,6 +32,9 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	if err != nil {
 		return nil, err
 	}
+	if err := checkProvider(pol, req.GetProvider()); err != nil {
+		return nil, err
+	}
 	provider := chooseProvider(pol, req.GetProvider(), u)
 	cl := engine.Classification{
 		Policy: &pol.Policy,
@@ -83,9 +86,6 @@ func validateClassify(req *rbv1.ClassifyResponseRequest) (*url.URL, engine.Trans
 	var v violations
 	var u *url.URL
 	kind := engine.TransportNone
-	if p := req.GetProvider(); p != "" {
-		checkProvider(&v, p)
-	}
 	checkMethod(&v, "method", req.GetMethod())
 	te := req.GetTransportError()
 	switch {

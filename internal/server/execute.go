@@ -81,6 +81,9 @@ func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engin
 	if err != nil {
 		return nil, "", err
 	}
+	if err := checkProvider(tp, req.GetProvider()); err != nil {
+		return nil, "", err
+	}
 	pol, err := applyOverrides(tp, req)
 	if err != nil {
 		return nil, "", err
@@ -126,9 +129,6 @@ func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
 		if forbiddenRequestHeaders[http.CanonicalHeaderKey(h.GetName())] {
 			v.add(fieldIndex("request.headers", i, "name"), "%s is set by the broker and may not be sent", http.CanonicalHeaderKey(h.GetName()))
 		}
-	}
-	if p := req.GetProvider(); p != "" {
-		checkProvider(&v, p)
 	}
 	o := req.GetOverrides()
 	for _, d := range []struct {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
-	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
 // Input limits enforced on every RPC.
@@ -100,10 +100,20 @@ func controlChar(s string) (int, byte, bool) {
 	return 0, 0, false
 }
 
-func checkProvider(v *violations, p string) {
-	if _, ok := providers.Lookup(p); !ok {
-		v.add("provider", "unknown provider %s (known: %s)", quoteName(p), strings.Join(providers.Names(), ", "))
+// checkProvider checks a request's provider override against the catalog
+// of the caller's policy (its tenant's: the built-in providers, the
+// configuration file's and the tenant's own), answering INVALID_ARGUMENT
+// for a name it does not hold. An empty name is no override.
+func checkProvider(pol *tenant.Policy, name string) error {
+	if name == "" {
+		return nil
 	}
+	if cat := pol.ProviderCatalog(); !cat.Has(name) {
+		var v violations
+		v.add("provider", "unknown provider %s (known: %s)", quoteName(name), strings.Join(cat.Names(), ", "))
+		return v.err()
+	}
+	return nil
 }
 
 // quoteName repeats a caller-given name in a message only when it looks

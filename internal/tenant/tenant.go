@@ -24,7 +24,7 @@ const DefaultPolicyName = "default"
 type Policy struct {
 	engine.Policy
 	// HostMap chooses the provider from the request host when the policy
-	// names none.
+	// names none. Its names are entries of the policy's Catalog.
 	HostMap providers.HostMap
 	// AllowDestinations are address ranges this policy may reach even
 	// though they are special-purpose (loopback, private, ...), parsed
@@ -74,6 +74,19 @@ type Tenant struct {
 	Policies map[string]*Policy
 	// DefaultPolicy names the policy used when a request names none.
 	DefaultPolicy string
+	// Catalog is the provider catalog the tenant's policies resolve names
+	// through: the built-in catalog, the configuration file's providers on
+	// top, and the tenant's own on top of those. Nil means the built-in
+	// catalog. Another tenant's own providers are never in it.
+	Catalog *providers.Catalog
+}
+
+// ProviderCatalog returns Catalog, or the built-in catalog when it is nil.
+func (t *Tenant) ProviderCatalog() *providers.Catalog {
+	if t.Catalog != nil {
+		return t.Catalog
+	}
+	return providers.Builtin()
 }
 
 // Policy returns the named policy, or the default for "". It reports
