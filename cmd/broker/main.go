@@ -3,7 +3,7 @@
 //	broker [--listen 127.0.0.1:50051] [--reflection] [--allow-destinations CIDR,...]
 //	broker --config broker.yaml [--redis redis://...] [--tls-cert F --tls-key F [--tls-client-ca F]]
 //	broker config check FILE
-//	broker providers list|show NAME|test NAME --status N ...|docs
+//	broker providers list|show NAME|test NAME --status N ...|docs [--config FILE [--tenant ID] [--policy NAME]]
 //
 // With no configuration it runs the embedded default: a single dev tenant,
 // the memory store, and a loopback-only listener that needs no key.
