@@ -89,7 +89,13 @@
 // long it is kept after its open time or its probe (µs); bx, when it is
 // forgotten (Unix µs); and per bucket i = second mod window, bs<i> (the
 // Unix second counted), bc<i> (calls) and bf<i> (failures). A part whose
-// expiry (lx, px, bx) passed reads as absent.
+// expiry (lx, px, bx) passed reads as absent. Two more fields cache what a
+// script would otherwise ask the server on every call: kx, until when the
+// key lives (Unix µs, as last set with PEXPIRE), and ix, the gate's score
+// in the index as last seen. A script reads the hash with one HMGET (the
+// breaker's current bucket included) and writes it with one HSET, so an
+// Admit with learning, the breaker and a budget runs about six commands
+// (GET, three HMGET, HSET, HINCRBY).
 //
 // The gate index holds one member per gate of the tenant, the gate's key
 // names after the kind ("<scope>:<credential>", escaped), scored with the
@@ -111,7 +117,8 @@
 // The budget hash holds, for bucket i = second mod window, the fields
 // s<i> (the Unix second the bucket counts), q<i> (first attempts) and
 // r<i> (retries); a bucket whose second left the window counts nothing
-// and is reset on its next write.
+// and is reset on its next write. Its kx field caches until when it lives,
+// as the state hash's does.
 //
 // # Expiry
 //
@@ -125,6 +132,12 @@
 // count, or its keep time after it opened) plus the margin, the index until
 // its highest score plus the margin, the budget hash for its window plus
 // the margin, and the pacing key until its theoretical arrival time passes.
+// The state and budget hashes get their TTL raised only when their need
+// passes the TTL last set (kx), and then with slack, so that a gate in
+// steady use sets it now and then rather than on every call: the state
+// hash a quarter of its remaining life more (at most 5 minutes), the budget
+// hash one window more. A gate's index score covers its state hash's TTL,
+// slack included, plus the index's own slack.
 // Every gate time is clamped to now + max gate before it is stored
 // (CloseUntil, quota resets, the breaker's open and keep times), and the
 // learned quota's idle expiry to a week, so every TTL follows from a

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,10 @@ func TestSuiteBoundedMiniredis(t *testing.T) {
 		return s
 	})
 }
+
+// slack is how much longer than its need (life) the store keeps a state
+// key: a quarter of the life, at most 5 minutes (see doc.go, "Expiry").
+func slack(life time.Duration) time.Duration { return min(life/4, 5*time.Minute) }
 
 // wantPTTL checks a key's TTL on the server: within [lo, hi].
 func wantPTTL(t *testing.T, c *redis.Client, key string, lo, hi time.Duration) {
@@ -88,25 +93,26 @@ func TestClampedTTLs(t *testing.T) {
 	}
 	// The breaker is kept, half open, for MaxOpen after its open time, but
 	// no longer than the max gate: open for the hour, kept an hour more.
-	wantPTTL(t, c, "rb:v1:{t:acme}:s:breaker:", 2*time.Hour, 2*time.Hour+10*time.Second)
+	wantPTTL(t, c, "rb:v1:{t:acme}:s:breaker:", 2*time.Hour, 2*time.Hour+slack(2*time.Hour)+10*time.Second)
 	d := store.GateKey{Tenant: "acme", Scope: "default-breaker"}
 	def := store.DefaultBreaker()
 	def.MinCalls = 1
 	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: d, Result: store.ResultFailed, Breaker: def, MaxGate: time.Hour, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	// Open for 5 s, kept 2 min after: 2 min 5 s plus the margin.
-	wantPTTL(t, c, "rb:v1:{t:acme}:s:default-breaker:", def.OpenFor+def.MaxOpen, def.OpenFor+def.MaxOpen+10*time.Second)
+	// Open for 5 s, kept 2 min after: 2 min 5 s plus the slack and the margin.
+	life := def.OpenFor + def.MaxOpen
+	wantPTTL(t, c, "rb:v1:{t:acme}:s:default-breaker:", life, life+slack(life)+10*time.Second)
 
 	// Learned state lives its idle expiry, at most MaxLearningIdleExpiry.
 	l := store.GateKey{Tenant: "acme", Scope: "learned"}
 	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: l, Learning: store.LearningConfig{Enabled: true, IdleExpiry: 100 * 365 * 24 * time.Hour}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	wantPTTL(t, c, "rb:v1:{t:acme}:s:learned:", store.MaxLearningIdleExpiry, store.MaxLearningIdleExpiry+10*time.Second)
-	// The index lives as long as its furthest gate, plus at most 5 minutes
-	// of slack and the margin.
-	wantPTTL(t, c, "rb:v1:{t:acme}:i", store.MaxLearningIdleExpiry, store.MaxLearningIdleExpiry+5*time.Minute+21*time.Second)
+	wantPTTL(t, c, "rb:v1:{t:acme}:s:learned:", store.MaxLearningIdleExpiry, store.MaxLearningIdleExpiry+slack(store.MaxLearningIdleExpiry)+10*time.Second)
+	// The index lives as long as its furthest gate's key (slack included),
+	// plus at most 5 minutes of its own slack and the margin.
+	wantPTTL(t, c, "rb:v1:{t:acme}:i", store.MaxLearningIdleExpiry, store.MaxLearningIdleExpiry+10*time.Minute+21*time.Second)
 	for _, k := range c.Keys(ctx, "*").Val() {
 		if ttl := c.PTTL(ctx, k).Val(); ttl <= 0 {
 			t.Errorf("key %q has no TTL (%v)", k, ttl)
@@ -288,4 +294,84 @@ func TestEvictionDeletesKeys(t *testing.T) {
 	if n := c.ZCard(ctx, "rb:v1:{t:acme}:i").Val(); n != 4 {
 		t.Fatalf("index holds %d gates, want the bound, 4", n)
 	}
+}
+
+// TestSteadyUseKeepsKeysAlive admits on one gate with learning, the
+// breaker and a retry budget on (the default policy) every 500 ms of store
+// time for 20 minutes, well past the slack with which the state hash's TTL,
+// the budget hash's TTL and the gate's index score are raised (cached in
+// the hashes as kx and ix; see doc.go, "Expiry"). Every tenth Admit it
+// checks that the keys still outlive what they hold: the state hash its
+// learned quota's idle expiry plus the margin, the index score the state
+// hash, and the budget hash its window plus the margin. Over the run the
+// script must raise the TTLs and the index score now and then, not on
+// every call, and run at most 6.5 commands per Admit (GET gate, HMGET
+// quota, HMGET and HSET state, HMGET and HINCRBY budget, and the
+// occasional PEXPIRE), where it ran 11 before the state writes were
+// buffered.
+func TestSteadyUseKeepsKeysAlive(t *testing.T) {
+	s, srv := newStore(t)
+	c := rawClient(t, srv.URL())
+	ctx := context.Background()
+	g := store.GateKey{Tenant: "acme", Scope: "steady"}
+	learning, breaker, budget := store.DefaultLearning(), store.DefaultBreaker(), store.DefaultBudget()
+	const margin = 10 * time.Second
+	stateKey, indexKey, budgetKey := "rb:v1:{t:acme}:s:steady:", "rb:v1:{t:acme}:i", "rb:v1:{t:acme}:b"
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: store.GateKey{Tenant: "warm"}, Now: storetest.T0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const admits = 2400 // every 500 ms for 20 minutes
+	checks := 0
+	for i := range admits {
+		now := storetest.T0.Add(time.Duration(i) * 500 * time.Millisecond)
+		a, err := s.Admit(ctx, store.AdmitRequest{
+			Gate: g, FirstAttempt: true, Budget: budget, Learning: learning, Breaker: breaker, Now: now,
+		})
+		if err != nil || !a.Admitted() {
+			t.Fatalf("Admit %d = %+v, %v", i, a, err)
+		}
+		if i%10 != 0 {
+			continue
+		}
+		checks++
+		// Real time barely moves during the test, so a TTL compares with
+		// store-time needs directly.
+		stateTTL := c.PTTL(ctx, stateKey).Val()
+		if need := learning.Expiry() + margin; stateTTL < need-time.Second {
+			t.Fatalf("Admit %d: state hash TTL %v, want at least %v (idle expiry and margin)", i, stateTTL, need)
+		}
+		need := time.Duration(budget.WindowSeconds())*time.Second + margin
+		if bTTL := c.PTTL(ctx, budgetKey).Val(); bTTL < need-time.Second {
+			t.Fatalf("Admit %d: budget TTL %v, want at least %v", i, bTTL, need)
+		}
+		score, err := c.ZScore(ctx, indexKey, "steady:").Result()
+		if err != nil {
+			t.Fatalf("Admit %d: the gate is not in the index: %v", i, err)
+		}
+		if frees := time.UnixMicro(int64(score)); frees.Before(now.Add(stateTTL)) {
+			t.Fatalf("Admit %d: index score %v is before the state hash expires (%v)", i, frees, now.Add(stateTTL))
+		}
+	}
+	calls := commandCalls(t, c)
+	calls["pttl"] -= int64(2 * checks) // the test's own
+	calls["zscore"] -= int64(checks)
+	var inner int64
+	for name, n := range calls {
+		if name != "evalsha" && name != "eval" && !strings.HasPrefix(name, "config") {
+			inner += n
+		}
+	}
+	if perAdmit := float64(inner) / admits; perAdmit > 6.5 {
+		t.Errorf("%.2f commands per Admit (%v), want at most 6.5", perAdmit, calls)
+	}
+	if calls["pexpire"] > admits/10 {
+		t.Errorf("%d PEXPIRE in %d Admits: the TTLs are raised on most calls, not now and then", calls["pexpire"], admits)
+	}
+	if calls["zadd"] > admits/100 {
+		t.Errorf("%d index writes in %d Admits: the index is written on most calls", calls["zadd"], admits)
+	}
+	t.Logf("%d Admits: %v", admits, calls)
 }

@@ -140,7 +140,7 @@ func TestEveryKeyExpires(t *testing.T) {
 		"rb:v1:{t:acme}:g:github:ab12":    {30 * time.Second, 40 * time.Second},                     // until + margin
 		"rb:v1:{t:acme}:f:github:ab12":    {store.DefaultTicketTTL, 2*time.Minute + 10*time.Second}, // ticket TTL + margin
 		"rb:v1:{t:acme}:p:api.github.com": {400 * time.Millisecond, 500 * time.Millisecond},         // until the TAT
-		"rb:v1:{t:acme}:b":                {5 * time.Second, 15 * time.Second},                      // window + margin
+		"rb:v1:{t:acme}:b":                {5 * time.Second, 20 * time.Second},                      // window + margin + a window (raised once a window)
 		"rb:v1:{t:acme}:q:github:ab12":    {90 * time.Second, 100 * time.Second},                    // reset + margin
 		"rb:v1:{t:globex}:g:jira:":        {time.Minute, time.Minute + 10*time.Second},
 		"rb:v1:{t:globex}:q:jira:":        {time.Minute, time.Minute + 10*time.Second},

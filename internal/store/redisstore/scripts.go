@@ -8,7 +8,9 @@ import "github.com/redis/go-redis/v9"
 
 // luaBudget holds the budget helpers shared by both scripts. A budget hash
 // holds, per bucket i = second % window: s<i> = the second counted,
-// q<i> = first attempts, r<i> = retries.
+// q<i> = first attempts, r<i> = retries; and kx, until when the hash lives
+// (Unix µs, as last set), so that its TTL is raised once a window rather
+// than on every count.
 const luaBudget = `
 local function fmt(n) return string.format('%d', n) end
 
@@ -16,13 +18,30 @@ local function num(v) return tonumber(v or '') or 0 end
 
 local function budget_bump(key, now, window, kind, margin_ms)
   local sec = math.floor(now / 1000000)
+  local stamp = fmt(sec)
   local i = fmt(sec % window)
-  local stamp = redis.call('HGET', key, 's' .. i)
-  if stamp ~= fmt(sec) then
-    redis.call('HSET', key, 's' .. i, fmt(sec), 'q' .. i, '0', 'r' .. i, '0')
+  local v = redis.call('HMGET', key, 's' .. i, 'kx')
+  -- The hash lives its window plus the margin after now; when that passes
+  -- kx, kx is raised one window more.
+  local need = now + window * 1000000 + margin_ms * 1000
+  local kx = num(v[2])
+  local keep = kx < need
+  if keep then kx = need + window * 1000000 end
+  if v[1] ~= stamp then
+    local q, r = '0', '0'
+    if kind == 'q' then q = '1' else r = '1' end
+    if keep then
+      redis.call('HSET', key, 's' .. i, stamp, 'q' .. i, q, 'r' .. i, r, 'kx', fmt(kx))
+    else
+      redis.call('HSET', key, 's' .. i, stamp, 'q' .. i, q, 'r' .. i, r)
+    end
+  else
+    redis.call('HINCRBY', key, kind .. i, 1)
+    if keep then redis.call('HSET', key, 'kx', fmt(kx)) end
   end
-  redis.call('HINCRBY', key, kind .. i, 1)
-  redis.call('PEXPIRE', key, fmt(window * 1000 + margin_ms))
+  if keep then
+    redis.call('PEXPIRE', key, fmt(math.ceil((kx - now) / 1000)))
+  end
 end
 
 local function budget_sums(key, now, window)
@@ -97,19 +116,42 @@ end
 // luaState holds the helpers of the gate's state hash: its learned quota,
 // its probe slot and its breaker (see doc.go, "Keys", for the fields, and
 // memstore for the same rules in Go). Parts that expired read as absent.
+//
+// A script reads the hash once (state_read), buffers its writes in s.w
+// (put) and writes them in one HSET (state_commit), so that an Admit on a
+// gate with learning and the breaker on reads and writes the hash once
+// each. The hash also caches kx, until when the key lives, and ix, the
+// gate's score in the tenant's index, so that neither its TTL nor the
+// index is touched on every call.
 const luaState = `
-local SF = {'le', 'lp', 'lk', 'lL', 'la', 'ln', 'ld', 'lx', 'pi', 'px', 'pe', 'pl', 'pb', 'bo', 'bk', 'br', 'bx'}
+-- SLACK is the most a key's TTL (or a gate's index score) is raised
+-- beyond its need, so that a gate in steady use raises them now and then,
+-- not on every call: by a quarter of its remaining life, at most 5 minutes.
+local SLACK = 300000000
 
-local function state_read(key, now)
-  local v = redis.call('HMGET', key, unpack(SF))
-  local h = {}
-  for i, f in ipairs(SF) do h[f] = v[i] end
+-- state_read reads the state hash in one HMGET, with the breaker's bucket
+-- of now (bs<i>, bc<i>, bf<i>) when w, the breaker window in seconds, is
+-- not 0.
+local function state_read(key, now, w)
+  local v
+  local bi = ''
+  if w > 0 then
+    bi = fmt(math.floor(now / 1000000) % w)
+    v = redis.call('HMGET', key, 'le', 'lp', 'lk', 'lL', 'la', 'ln', 'ld', 'lx', 'pi', 'px', 'pe', 'pl', 'pb',
+      'bo', 'bk', 'br', 'bx', 'kx', 'ix', 'bs' .. bi, 'bc' .. bi, 'bf' .. bi)
+  else
+    v = redis.call('HMGET', key, 'le', 'lp', 'lk', 'lL', 'la', 'ln', 'ld', 'lx', 'pi', 'px', 'pe', 'pl', 'pb',
+      'bo', 'bk', 'br', 'bx', 'kx', 'ix')
+  end
   local s = {
-    last = num(h.le), learn = num(h.lx) > now,
-    le = num(h.le), lp = num(h.lp), lk = h.lk == '1', lL = num(h.lL),
-    la = num(h.la), ln = num(h.ln), ld = h.ld == '1', lx = num(h.lx),
-    pi = h.pi or '', px = num(h.px), pe = num(h.pe), pl = h.pl == '1', pb = h.pb == '1',
-    bo = num(h.bo), bk = num(h.bk), br = num(h.br), bx = num(h.bx),
+    last = num(v[1]), learn = num(v[8]) > now,
+    le = num(v[1]), lp = num(v[2]), lk = v[3] == '1', lL = num(v[4]),
+    la = num(v[5]), ln = num(v[6]), ld = v[7] == '1', lx = num(v[8]),
+    pi = v[9] or '', px = num(v[10]), pe = num(v[11]), pl = v[12] == '1', pb = v[13] == '1',
+    bo = num(v[14]), bk = num(v[15]), br = num(v[16]), bx = num(v[17]),
+    kx = num(v[18]), ix = num(v[19]),
+    bi = bi, bs = num(v[20]), bc = num(v[21]), bf = num(v[22]),
+    w = {},
   }
   if not s.learn then
     s.le, s.lp, s.lk, s.lL, s.la, s.ln, s.ld, s.lx = 0, 0, false, 0, 0, 0, false, 0
@@ -125,27 +167,44 @@ end
 
 local function flag(b) if b then return '1' end return '0' end
 
-local function learn_write(key, s)
-  redis.call('HSET', key, 'le', fmt(s.le), 'lp', fmt(s.lp), 'lk', flag(s.lk), 'lL', fmt(s.lL),
-    'la', fmt(s.la), 'ln', fmt(s.ln), 'ld', flag(s.ld), 'lx', fmt(s.lx))
+-- put buffers one field write of the state hash.
+local function put(s, f, v)
+  local w = s.w
+  w[#w + 1] = f
+  w[#w + 1] = v
 end
 
-local function probe_write(key, s)
-  redis.call('HSET', key, 'pi', s.pi, 'px', fmt(s.px), 'pe', fmt(s.pe), 'pl', flag(s.pl), 'pb', flag(s.pb))
+-- state_flush writes the buffered fields in one HSET.
+local function state_flush(key, s)
+  if #s.w > 0 then
+    redis.call('HSET', key, unpack(s.w))
+    s.w = {}
+  end
+end
+
+local function learn_write(s)
+  put(s, 'le', fmt(s.le)); put(s, 'lp', fmt(s.lp)); put(s, 'lk', flag(s.lk)); put(s, 'lL', fmt(s.lL))
+  put(s, 'la', fmt(s.la)); put(s, 'ln', fmt(s.ln)); put(s, 'ld', flag(s.ld)); put(s, 'lx', fmt(s.lx))
+end
+
+local function probe_write(s)
+  put(s, 'pi', s.pi); put(s, 'px', fmt(s.px)); put(s, 'pe', fmt(s.pe)); put(s, 'pl', flag(s.pl)); put(s, 'pb', flag(s.pb))
 end
 
 local function probe_clear(key, s)
+  state_flush(key, s)
   redis.call('HDEL', key, 'pi', 'px', 'pe', 'pl', 'pb')
   s.pi, s.px, s.pe, s.pl, s.pb = '', 0, 0, false, false
 end
 
-local function brk_write(key, s)
-  redis.call('HSET', key, 'bo', fmt(s.bo), 'bk', fmt(s.bk), 'br', fmt(s.br), 'bx', fmt(s.bx))
+local function brk_write(s)
+  put(s, 'bo', fmt(s.bo)); put(s, 'bk', fmt(s.bk)); put(s, 'br', fmt(s.br)); put(s, 'bx', fmt(s.bx))
 end
 
 -- brk_clear closes the breaker and clears its counts (every field starting
 -- with 'b').
 local function brk_clear(key, s)
+  state_flush(key, s)
   local del = {}
   for _, f in ipairs(redis.call('HKEYS', key)) do
     if string.sub(f, 1, 1) == 'b' then del[#del + 1] = f end
@@ -153,24 +212,28 @@ local function brk_clear(key, s)
   for i = 1, #del, 1000 do
     redis.call('HDEL', key, unpack(del, i, math.min(i + 999, #del)))
   end
-  s.bo, s.bk, s.br, s.bx = 0, 0, 0, 0
+  s.bo, s.bk, s.br, s.bx, s.bs, s.bc, s.bf = 0, 0, 0, 0, 0, 0, 0
 end
 
 -- brk_bump counts calls and failures in the bucket of now (fields bs<i>,
--- the second counted, bc<i> and bf<i>, i = second % w).
-local function brk_bump(key, s, now, w, calls, fails)
+-- the second counted, bc<i> and bf<i>, i = second % w), which state_read
+-- read with the same w.
+local function brk_bump(s, now, w, calls, fails)
   local sec = math.floor(now / 1000000)
-  local i = fmt(sec % w)
-  if redis.call('HGET', key, 'bs' .. i) ~= fmt(sec) then
-    redis.call('HSET', key, 'bs' .. i, fmt(sec), 'bc' .. i, fmt(calls), 'bf' .. i, fmt(fails))
+  local i = s.bi
+  if s.bs ~= sec then
+    s.bs, s.bc, s.bf = sec, calls, fails
+    put(s, 'bs' .. i, fmt(sec)); put(s, 'bc' .. i, fmt(calls)); put(s, 'bf' .. i, fmt(fails))
   else
-    if calls > 0 then redis.call('HINCRBY', key, 'bc' .. i, calls) end
-    if fails > 0 then redis.call('HINCRBY', key, 'bf' .. i, fails) end
+    s.bc, s.bf = s.bc + calls, s.bf + fails
+    if calls > 0 then put(s, 'bc' .. i, fmt(s.bc)) end
+    if fails > 0 then put(s, 'bf' .. i, fmt(s.bf)) end
   end
   s.bx = math.max(s.bx, (sec + w) * 1000000)
 end
 
-local function brk_sums(key, now, w)
+local function brk_sums(key, s, now, w)
+  state_flush(key, s)
   local sec = math.floor(now / 1000000)
   local f = {}
   for i = 0, w - 1 do
@@ -208,7 +271,6 @@ local function brk_open(s, now, limit, open_for, max_open)
   s.br = math.min(max_open, limit - now)
   s.bx = math.max(s.bx, s.bo + s.br)
 end
-
 -- learn_settle records one result attributed to epoch (0 = none); probe
 -- tells that it was the learning probe of that epoch. It returns whether
 -- the learned state changed. See memstore's learning.settle.
@@ -238,19 +300,37 @@ local function learn_settle(s, epoch, result, probe)
   return changed
 end
 
--- state_keep gives the state hash a TTL covering its live parts (plus the
--- margin) and returns until when it lives (0 = nothing live).
-local function state_keep(key, s, now, margin)
+-- state_plan works out until when the state hash must live: past its live
+-- parts plus the margin (past now plus the margin when nothing is live, so
+-- that no write leaves a key without a TTL). When that passes kx it raises
+-- kx by a quarter of the remaining life more (at most SLACK) and returns
+-- true as its second result: state_commit then sets the TTL. Its first
+-- result is until when the parts live with the slack, less the margin
+-- (0 = nothing live), for the index.
+local function state_plan(s, now, margin)
   local need = 0
   if s.learn then need = math.max(need, s.lx) end
   if s.pi ~= '' then need = math.max(need, s.px) end
   if s.bx > now then need = math.max(need, s.bx) end
-  if need <= now then return 0 end
-  local keep = math.ceil((need - now) / 1000) + margin
-  if redis.call('PTTL', key) < keep then
-    redis.call('PEXPIRE', key, fmt(keep))
+  local live = need > now
+  if not live then need = now end
+  local expire = false
+  if s.kx < need + margin * 1000 then
+    s.kx = need + margin * 1000 + math.min(math.floor((need - now) / 4), SLACK)
+    put(s, 'kx', fmt(s.kx))
+    expire = true
   end
-  return need
+  if not live then return 0, expire end
+  return s.kx - margin * 1000, expire
+end
+
+-- state_commit writes the buffered fields, then the TTL state_plan asked
+-- for (PEXPIRE needs the key to exist).
+local function state_commit(key, s, now, expire)
+  state_flush(key, s)
+  if expire then
+    redis.call('PEXPIRE', key, fmt(math.ceil((s.kx - now) / 1000)))
+  end
 end
 `
 
@@ -261,11 +341,6 @@ end
 // in KEYS; they share the index's hash tag, hence its slot, so this holds
 // on Redis Cluster too.
 const luaIndex = `
--- SLACK is the most a gate's score is raised beyond its need, so that a
--- gate in steady use is written to the index now and then, not on every
--- call: by a quarter of its remaining life, at most 5 minutes.
-local SLACK = 300000000
-
 -- index_trim makes room in a full index: it forgets the gates whose score
 -- passed (their keys expired by then), then evicts the lowest-scored
 -- (soonest to free), deleting their keys, until the index is 1/16 of the
@@ -287,9 +362,19 @@ end
 -- index_touch records that the gate member holds state until free (µs,
 -- margin included). It writes the index only when free is past the
 -- gate's score, and makes room first when the gate is new to a full index.
-local function index_touch(idx, member, free, now, max_gates, margin)
+-- s, when given, is the gate's state about to be committed: its ix (the
+-- score last seen) spares the ZSCORE while free stays below it, and is
+-- updated with what the index holds.
+local function index_touch(idx, member, free, now, max_gates, margin, s)
+  if s and s.ix >= free then return end
   local cur = tonumber(redis.call('ZSCORE', idx, member) or '')
-  if cur and cur >= free then return end
+  if cur and cur >= free then
+    if s then
+      s.ix = cur
+      put(s, 'ix', fmt(cur))
+    end
+    return
+  end
   if (not cur or cur <= now) and redis.call('ZCARD', idx) >= max_gates then
     index_trim(idx, now, max_gates)
   end
@@ -298,6 +383,10 @@ local function index_touch(idx, member, free, now, max_gates, margin)
   local keep = math.ceil((score - now) / 1000) + margin
   if redis.call('PTTL', idx) < keep then
     redis.call('PEXPIRE', idx, fmt(keep))
+  end
+  if s then
+    s.ix = score
+    put(s, 'ix', fmt(score))
   end
 end
 `
@@ -337,7 +426,9 @@ end
 local s
 local for_b, for_l, dirty = false, false, false
 if learn_on or brk_on then
-  s = state_read(KEYS[6], now)
+  local w = 0
+  if brk_on then w = brk_w end
+  s = state_read(KEYS[6], now, w)
 end
 if brk_on and s.bo > 0 then
   if s.bo > now then
@@ -362,19 +453,28 @@ if learn then
 end
 local probe = for_b or for_l
 
--- finish writes the learned state and the index; free is until when the
--- attempt's other writes live.
+-- finish writes the state hash (in one HSET) and the index; free is until
+-- when the attempt's other writes live.
 local function finish(free)
+  local expire = false
   if dirty then
     if epoch_started then
-      learn_write(KEYS[6], s)
+      learn_write(s)
     elseif learn then
-      redis.call('HSET', KEYS[6], 'la', fmt(s.la), 'lx', fmt(s.lx))
+      put(s, 'la', fmt(s.la))
+      put(s, 'lx', fmt(s.lx))
     end
-    free = math.max(free, state_keep(KEYS[6], s, now, margin))
+    local f
+    f, expire = state_plan(s, now, margin)
+    free = math.max(free, f)
   end
   if free > 0 then
-    index_touch(KEYS[7], ARGV[15], free + margin * 1000 + 1000, now, max_gates, margin)
+    local st
+    if dirty then st = s end
+    index_touch(KEYS[7], ARGV[15], free + margin * 1000 + 1000, now, max_gates, margin, st)
+  end
+  if dirty then
+    state_commit(KEYS[6], s, now, expire)
   end
 end
 
@@ -429,18 +529,18 @@ if learn then
 end
 if probe then
   s.pi, s.px, s.pe, s.pl, s.pb = id, now + ttl, epoch, for_l, for_b
-  probe_write(KEYS[6], s)
+  probe_write(s)
   registered, dirty = 1, true
 end
 if brk_on then
   local bx = s.bx -- 0: no live breaker (its stale fields are overwritten)
-  brk_bump(KEYS[6], s, now, brk_w, 1, 0)
+  brk_bump(s, now, brk_w, 1, 0)
   if for_b then
     -- A half-open breaker outlives its probe as it outlives its open time.
     s.bx = math.max(s.bx, s.px + s.br)
   end
   if bx == 0 or s.bx ~= bx then
-    brk_write(KEYS[6], s)
+    brk_write(s)
   end
   dirty = true
 end
@@ -511,7 +611,9 @@ if ARGV[7] == '1' and window > 0 then
   end
 end
 
-local s = state_read(KEYS[5], now)
+local brk_w = 0
+if ARGV[16] == '1' then brk_w = tonumber(ARGV[17]) end
+local s = state_read(KEYS[5], now, brk_w)
 local dirty = false
 local pr_l, pr_b = false, false -- the attempt was the probe (for learning, for the breaker)
 local epoch = tonumber(ARGV[13])
@@ -528,7 +630,7 @@ if s.learn then
     s.lx, changed = target + tonumber(ARGV[25]), true
   end
   if changed then
-    learn_write(KEYS[5], s)
+    learn_write(s)
     dirty = true
   end
 end
@@ -542,7 +644,7 @@ if s.bo > 0 then
     elseif result == 3 then
       s.bk = s.bk + 1
       brk_open(s, now, limit, open_for, max_open)
-      brk_write(KEYS[5], s)
+      brk_write(s)
       dirty, change = true, 2
     end
   end
@@ -551,24 +653,32 @@ elseif ARGV[16] == '1' then
   if observed and result ~= 0 then calls = 1 end
   if result == 3 then fails = 1 end
   if calls + fails > 0 then
-    local w = tonumber(ARGV[17])
-    brk_bump(KEYS[5], s, now, w, calls, fails)
+    local w = brk_w
+    brk_bump(s, now, w, calls, fails)
     if fails > 0 then
-      local c, f = brk_sums(KEYS[5], now, w)
+      local c, f = brk_sums(KEYS[5], s, now, w)
       if c >= tonumber(ARGV[18]) and f >= tonumber(ARGV[19]) * c then
         brk_open(s, now, limit, open_for, max_open)
         change = 1
       end
     end
-    brk_write(KEYS[5], s)
+    brk_write(s)
     dirty = true
   end
 end
+local expire = false
 if dirty then
-  free = math.max(free, state_keep(KEYS[5], s, now, margin))
+  local f
+  f, expire = state_plan(s, now, margin)
+  free = math.max(free, f)
 end
 if free > 0 then
-  index_touch(KEYS[6], ARGV[24], free + margin * 1000 + 1000, now, tonumber(ARGV[23]), margin)
+  local st
+  if dirty then st = s end
+  index_touch(KEYS[6], ARGV[24], free + margin * 1000 + 1000, now, tonumber(ARGV[23]), margin, st)
+end
+if dirty then
+  state_commit(KEYS[5], s, now, expire)
 end
 
 local g = closed_until(target, KEYS[2], KEYS[4], now)
@@ -602,7 +712,7 @@ return {g, bo}
 var inspectScript = redis.NewScript(luaHelpers + `
 local now = tonumber(ARGV[1])
 local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[3], now)
-local s = state_read(KEYS[4], now)
+local s = state_read(KEYS[4], now, 0)
 local bo = 0
 if s.bo > now then bo = s.bo end
 local r, w, u = quota_read(KEYS[3], now)
