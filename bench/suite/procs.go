@@ -338,12 +338,14 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 }
 
 // dial opens a plaintext gRPC connection to a loopback address, ignoring
-// proxy variables.
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr,
+// proxy variables, with extra options appended.
+func dial(addr string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithNoProxy(),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}, extra...)
+	return grpc.NewClient(addr, opts...)
 }
 
 // brokerClient dials a broker and returns its client and connection.

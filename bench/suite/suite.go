@@ -20,6 +20,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +56,7 @@ type Options struct {
 	// Styles, when not empty, limits the quota scenario to these styles.
 	Styles []string
 	// Only, when not empty, limits the run to these scenarios: "quota",
-	// "overhead", "parked", "scale".
+	// "outage", "overhead", "parked", "scale".
 	Only []string
 }
 
@@ -67,7 +69,10 @@ type Report struct {
 	Command  string
 	Quota    QuotaParams
 	QuotaRes []QuotaResult
-	Overhead OverheadParams
+	// Outage and OutageRes are the outage scenario.
+	Outage    OutageParams
+	OutageRes []OutageResult
+	Overhead  OverheadParams
 	OverRes  []OverheadResult
 	Parked   []ParkedResult
 	Config   []ConfigResult
@@ -112,36 +117,66 @@ func (s *suite) redis(ctx context.Context) (*redisServer, error) {
 	return s.redisSrv, s.redisErr
 }
 
+// Sizes are the sizes of every scenario of a run.
+type Sizes struct {
+	Quota    QuotaParams
+	Outage   OutageParams
+	Overhead OverheadParams
+	Parked   ParkedParams
+	Scale    ScaleParams
+}
+
+// HerdCallers is the number of callers of the quota rows that show the
+// herd effect (beside the rows with QuotaParams.Callers).
+const HerdCallers = 100
+
 // Params returns the scenario sizes for a full or a quick run.
-func Params(quick bool) (q QuotaParams, o OverheadParams, p ParkedParams, sc ScaleParams) {
+func Params(quick bool) Sizes {
+	outageSetups := []OutageSetup{OutageRetryableHTTP, OutageNoBreaker, OutageBreaker}
 	if quick {
-		q = QuotaParams{
-			Callers: 4, Quota: 10, Window: time.Second, Windows: 1, MaxCallsPerCaller: 2000,
-			Cases: []QuotaCase{
-				{fakeprovider.GitHub, RowRetryableHTTP},
-				{fakeprovider.GitHub, RowOneBroker},
-				{fakeprovider.GitHub, RowRedis3},
-				{fakeprovider.GitHub, RowMemory3},
-				{fakeprovider.Azure, RowOneBroker},
-				{fakeprovider.Jira, RowOneBroker},
+		return Sizes{
+			Quota: QuotaParams{
+				Callers: 4, Quota: 10, Window: time.Second, Windows: 2, MaxCallsPerCaller: 2000,
+				Cases: []QuotaCase{
+					{Style: fakeprovider.GitHub, Row: RowRetryableHTTP},
+					{Style: fakeprovider.GitHub, Row: RowOneBroker},
+					{Style: fakeprovider.GitHub, Row: RowRedis3},
+					{Style: fakeprovider.GitHub, Row: RowMemory3},
+					{Style: fakeprovider.Azure, Row: RowOneBroker},
+					{Style: fakeprovider.Jira, Row: RowOneBroker},
+					{Style: fakeprovider.RetryAfter, Row: RowOneBroker},
+					{Style: fakeprovider.RetryAfter, Row: RowRedis3, Callers: HerdCallers},
+				},
 			},
+			Outage: OutageParams{
+				Rate: 40, Warmup: 300 * time.Millisecond, Outage: 2 * time.Second, Recovery: 3 * time.Second, OpenFor: time.Second,
+				CallTimeout: 10 * time.Second, Bin: 250 * time.Millisecond, Setups: outageSetups,
+			},
+			Overhead: OverheadParams{Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000},
+			Parked:   ParkedParams{Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond},
+			Scale:    ScaleParams{Tenants: []int{1, 1000}, RedisExecutes: 20},
 		}
-		o = OverheadParams{Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000}
-		p = ParkedParams{Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond}
-		sc = ScaleParams{Tenants: []int{1, 1000}, RedisExecutes: 20}
-		return q, o, p, sc
 	}
 	var cases []QuotaCase
 	for _, st := range fakeprovider.Styles {
 		for _, r := range []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3} {
-			cases = append(cases, QuotaCase{st, r})
+			cases = append(cases, QuotaCase{Style: st, Row: r})
+		}
+		for _, r := range []Row{RowRetryableHTTP, RowOneBroker, RowRedis3} {
+			cases = append(cases, QuotaCase{Style: st, Row: r, Callers: HerdCallers})
 		}
 	}
-	q = QuotaParams{Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 4, MaxCallsPerCaller: 200_000, Cases: cases}
-	o = OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000}
-	p = ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond}
-	sc = ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500}
-	return q, o, p, sc
+	openFor := 5 * time.Second
+	return Sizes{
+		Quota: QuotaParams{Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 4, MaxCallsPerCaller: 200_000, Cases: cases},
+		Outage: OutageParams{
+			Rate: 50, Warmup: time.Second, Outage: 10 * time.Second, Recovery: 2*openFor + 2*time.Second, OpenFor: openFor,
+			CallTimeout: 30 * time.Second, Bin: 500 * time.Millisecond, Setups: outageSetups,
+		},
+		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000},
+		Parked:   ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond},
+		Scale:    ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500},
+	}
 }
 
 // Run runs the suite and writes the report and charts. It returns the
@@ -172,7 +207,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	qp, op, pp, sp := Params(o.Quick)
+	if err := checkNames(o); err != nil {
+		return nil, err
+	}
+	sz := Params(o.Quick)
+	qp, op, pp, sp, up := sz.Quota, sz.Overhead, sz.Parked, sz.Scale, sz.Outage
 	if len(o.Styles) > 0 {
 		var keep []QuotaCase
 		for _, c := range qp.Cases {
@@ -184,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		qp.Cases = keep
 	}
-	rep.Quota, rep.Overhead = qp, op
+	rep.Quota, rep.Overhead, rep.Outage = qp, op, up
 	want := func(name string) bool {
 		if len(o.Only) == 0 {
 			return true
@@ -210,6 +249,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, r := range rep.QuotaRes {
 			if r.Err != "" {
 				rep.Errors = append(rep.Errors, fmt.Sprintf("quota %s/%s: %s", r.Style, r.Row, r.Err))
+			}
+		}
+	}
+	if want("outage") && ctx.Err() == nil {
+		rep.OutageRes = s.outageRun(ctx, up)
+		for _, r := range rep.OutageRes {
+			if r.Err != "" {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("outage %s: %s", r.Setup, r.Err))
 			}
 		}
 	}
@@ -255,6 +302,25 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, werr
+}
+
+// Scenarios lists the scenario names Options.Only accepts, in run order.
+var Scenarios = []string{"scale", "quota", "outage", "overhead", "parked"}
+
+// checkNames refuses unknown scenario and style names, so that a typo
+// does not silently run nothing.
+func checkNames(o Options) error {
+	for _, n := range o.Only {
+		if !slices.Contains(Scenarios, n) {
+			return fmt.Errorf("unknown scenario %q (known: %s)", n, strings.Join(Scenarios, ", "))
+		}
+	}
+	for _, st := range o.Styles {
+		if !slices.Contains(fakeprovider.Styles, fakeprovider.Style(st)) {
+			return fmt.Errorf("unknown provider style %q (known: %v)", st, fakeprovider.Styles)
+		}
+	}
+	return nil
 }
 
 // chartLinks returns the chart directory relative to the document, for links.
