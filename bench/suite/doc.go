@@ -43,8 +43,8 @@ broker processes built from ` + "`./cmd/broker`" + `.
 	b.WriteString("## Reproduce\n\n```sh\n" + r.Command + "\n```\n\n")
 	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,outage,overhead,parked,scale` runs some scenarios only, `-styles github,azure,jira,retry-after` some provider styles only (unknown names are refused); `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
 	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| run time | %s |\n\n",
-		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), r.Elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| broker | %s |\n| run time | %s |\n\n",
+		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), orDash(m.Broker), r.Elapsed.Round(time.Second))
 	b.WriteString("The machine is shared: other builds and tests may run at the same time, so absolute figures are noisy. Ratios are measured side by side (and, for overhead, in alternating rounds) so that noise hits both sides alike.\n\n")
 
 	b.WriteString("## Targets\n\n")
@@ -118,7 +118,10 @@ first refusal comes back is refused too (up to C − 1). A broker that learns
 the quota from that refusal can hold its callers in the later windows. So the
 tables show the first window apart, and the targets of these styles apply to
 the later windows; the targets of github and jira, which announce their quota
-on every answer, apply to the whole run.
+on every answer, apply to the whole run, except with more callers than the
+quota (C > Q: the 100-caller rows): the C calls of the first instant all leave
+before any answer, so C − Q of them are refused whatever a broker knows, and
+those rows too are judged after the first window.
 
 Definitions: **goodput** = accepted calls / (Q × windows). **Refused / window**
 = refused calls over the measured windows / windows (the maximum in any one

@@ -49,6 +49,15 @@ func (r *Report) quotaCallers() []int {
 	return out
 }
 
+// judgedLater reports whether a row's targets apply to the windows after
+// the first only: for styles that announce nothing until they refuse, and
+// for any style when there are more callers than the quota (C > Q), since
+// the C calls of the first instant are all sent before any answer, so C − Q
+// of them are refused whatever the broker knows.
+func judgedLater(q QuotaResult) bool {
+	return announcesNothing(q.Style) || q.Callers > q.Stats.Quota
+}
+
 // announcesNothing reports whether a style sends nothing on accepted
 // calls (Retry-After only, Azure): a broker can know the quota only by
 // learning it from the refusals, so such rows are judged after the first
@@ -161,10 +170,18 @@ func (r *Report) quotaTargets(st fakeprovider.Style, n int) []Target {
 		}
 		name := fmt.Sprintf("%s row %s (%s), %d callers", st, row, row.Describe(), n)
 		if !announcesNothing(st) {
+			w, scope := q.Stats, ""
+			if judgedLater(q) {
+				w, scope = q.Later(), ", after the first window"
+				if len(w.Windows) == 0 {
+					out = append(out, Target{name + ": targets after the first window", "no window after the first in this run", "n/a"})
+					continue
+				}
+			}
 			out = append(out,
-				Target{name + ": goodput ≥ 95% of the quota", pct(q.Goodput()), yesNo(q.Goodput() >= 0.95)},
-				Target{name + ": 0 refused calls", fmt.Sprintf("%d (max %d in a window)", q.Stats.Refused, q.Stats.MaxRefusedInAWindow()), yesNo(q.Stats.Refused == 0)},
-				Target{name + ": 0 early sends", fmt.Sprint(q.Stats.Early), yesNo(q.Stats.Early == 0)},
+				Target{name + scope + ": goodput ≥ 95% of the quota", pct(w.Goodput()), yesNo(w.Goodput() >= 0.95)},
+				Target{name + scope + ": 0 refused calls", fmt.Sprintf("%d (max %d in a window; first window %d)", w.Refused, w.MaxRefusedInAWindow(), q.First().Refused), yesNo(w.Refused == 0)},
+				Target{name + scope + ": 0 early sends", fmt.Sprintf("%d (first window %d)", w.Early, q.First().Early), yesNo(w.Early == 0)},
 			)
 			continue
 		}
@@ -494,7 +511,7 @@ func quotaRowFindings(q QuotaResult) []string {
 	var out []string
 	name := fmt.Sprintf("%s row %s, %d callers", q.Style, q.Row, q.Callers)
 	st := q.Stats
-	if announcesNothing(q.Style) {
+	if judgedLater(q) {
 		name += ", after the first window"
 		st = q.Later()
 		if len(st.Windows) == 0 {

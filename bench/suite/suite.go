@@ -200,13 +200,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	rep := &Report{Quick: o.Quick, Machine: machineInfo(root), Started: time.Now(), Command: o.Command}
-	if s.brokerBin == "" {
+	built := s.brokerBin == ""
+	if built {
 		s.logf("building the broker (go build ./cmd/broker)")
 		s.brokerBin, err = buildBroker(ctx, root, tmp)
 		if err != nil {
 			return nil, err
 		}
 	}
+	rep.Machine.Broker = brokerProvenance(s.brokerBin, built, rep.Machine.Commit)
 	if err := checkNames(o); err != nil {
 		return nil, err
 	}
