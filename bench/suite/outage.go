@@ -98,7 +98,7 @@ type OutageResult struct {
 	// reached the upstream (the load never stops, so only a broker holding
 	// its calls makes it long).
 	LongestQuiet time.Duration
-	Err            string
+	Err          string
 }
 
 // outageRun runs every setup of the scenario, one after the other.

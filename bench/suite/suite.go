@@ -73,9 +73,9 @@ type Report struct {
 	Outage    OutageParams
 	OutageRes []OutageResult
 	Overhead  OverheadParams
-	OverRes  []OverheadResult
-	Parked   []ParkedResult
-	Config   []ConfigResult
+	OverRes   []OverheadResult
+	Parked    []ParkedResult
+	Config    []ConfigResult
 	// BrokerBase is a broker without --config, beside Config's brokers.
 	BrokerBase *BrokerBaseline
 	RedisOps   []RedisOpsResult
