@@ -135,6 +135,9 @@ func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	var out []plot.Tick
 	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		if v == 0 {
+			v = 0 // not -0
+		}
 		out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
 	}
 	return out
