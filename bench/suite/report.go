@@ -539,14 +539,41 @@ func quotaRowFindings(q QuotaResult) []string {
 		return out
 	}
 	if st.MaxRefusedInAWindow() > 1 || st.Early > 0 {
-		msg := fmt.Sprintf("%s: %.2f refused calls per window (max %d; first window %d), %d early sends (first window %d). The %s style sends nothing on accepted calls, so a broker that does not hold calls back beyond a learned quota learns that the quota is gone only from each window's first refusal, and the calls already on their way are refused too (up to C − 1 = %d per window).",
-			name, st.RefusedPerWindow(), st.MaxRefusedInAWindow(), q.First().Refused, st.Early, q.First().Early, q.Style, q.Callers-1)
-		if first := float64(q.First().Refused); first > 0 && st.RefusedPerWindow() >= first/2 {
-			msg += " The later windows were refused about as often as the first: no learned quota held calls back in this run (learning off, or not implemented by this broker)."
+		msg := fmt.Sprintf("%s: %.2f refused calls per window (max %d; first window %d), %d early sends (first window %d); refused, early per window: %s.",
+			name, st.RefusedPerWindow(), st.MaxRefusedInAWindow(), q.First().Refused, st.Early, q.First().Early, perWindow(q.Stats))
+		var held, bad []fakeprovider.WindowStats
+		for _, w := range st.Windows {
+			if w.Refused <= 1 && w.Early == 0 {
+				held = append(held, w)
+			} else {
+				bad = append(bad, w)
+			}
+		}
+		if len(held) > 0 {
+			var parts []string
+			for _, w := range bad {
+				parts = append(parts, fmt.Sprintf("window %d: %d refused, %d early, the first refusal %s into the window after %d accepted calls", w.Index, w.Refused, w.Early, fmtDur(w.FirstRefusal), w.Accepted))
+			}
+			msg += fmt.Sprintf(" The broker held its callers beyond the learned quota in %d of %d later windows (≤ 1 refusal, no early send) and not in the others (%s): learning works, but not every time, which points at the broker (a race in holding or releasing the calls), not at the provider's style.",
+				len(held), len(st.Windows), strings.Join(parts, "; "))
+		} else {
+			msg += fmt.Sprintf(" The %s style sends nothing on accepted calls, so a broker that does not hold calls back beyond a learned quota learns that the quota is gone only from each window's first refusal, and the calls already on their way are refused too (up to C − 1 = %d per window).", q.Style, q.Callers-1)
+			if first := float64(q.First().Refused); first > 0 && st.RefusedPerWindow() >= first/2 {
+				msg += " No later window did better than half the first: no learned quota held calls back in this run (learning off, or not implemented by this broker)."
+			}
 		}
 		out = append(out, msg)
 	}
 	return out
+}
+
+// perWindow lists "refused/early" for every window of s, e.g. "15/14, 1/0".
+func perWindow(s fakeprovider.Stats) string {
+	var parts []string
+	for _, w := range s.Windows {
+		parts = append(parts, fmt.Sprintf("%d/%d", w.Refused, w.Early))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func bulletList(items []string) string {
