@@ -43,8 +43,13 @@ const (
 	// accepted call too. No Retry-After (GitHub's primary rate limit sends none).
 	GitHub Style = "github"
 	// Azure refuses with 429 carrying x-ms-retry-after-ms (milliseconds
-	// until the window ends, rounded up); accepted calls carry only
-	// x-ms-ratelimit-remaining-subscription-reads, which no hint reader uses.
+	// until the window ends, rounded up); accepted calls carry no
+	// rate-limit header, as with Azure services that answer a throttled
+	// call with x-ms-retry-after-ms and say nothing before (Cosmos DB).
+	// Resource Manager's x-ms-ratelimit-remaining-* counts are not sent:
+	// they count a token bucket refilled every second, which the broker's
+	// azure reader assumes (a reset 1 s after each answer), and the fixed
+	// windows of this provider would contradict that assumption.
 	Azure Style = "azure"
 	// Jira refuses with 429 carrying X-RateLimit-Reset as an ISO 8601 time
 	// (UTC, with seconds) and, only when Config.JiraRetryAfter is set,
@@ -330,9 +335,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = p.cfg.RefusalStatus
 		}
 	case Azure:
-		if accepted {
-			h.Set("X-Ms-Ratelimit-Remaining-Subscription-Reads", strconv.Itoa(remaining))
-		} else {
+		if !accepted {
 			h.Set("X-Ms-Retry-After-Ms", strconv.FormatInt(retryMS, 10))
 			status = http.StatusTooManyRequests
 		}

@@ -105,7 +105,10 @@ decides on its own what to do after each call:
 The provider answers in one style per row: **github** (429 with
 x-ratelimit-remaining: 0 and x-ratelimit-reset in Unix seconds; accepted calls
 carry x-ratelimit-remaining / -reset too), **azure** (429 with
-x-ms-retry-after-ms; accepted calls carry nothing the broker reads),
+x-ms-retry-after-ms; accepted calls carry no rate-limit header, like Cosmos
+DB; Resource Manager's x-ms-ratelimit-remaining-* counts are left out because
+they count a token bucket refilled every second, which the broker's azure
+reader assumes and these fixed windows would contradict),
 **jira** (429 with X-RateLimit-Reset as ISO 8601 and no Retry-After; accepted
 calls carry X-RateLimit-Remaining and X-RateLimit-Reset) or **retry-after**
 (429 with Retry-After only, in whole seconds until the window ends, rounded
