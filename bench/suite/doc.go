@@ -79,11 +79,13 @@ broker processes built from ` + "`./cmd/broker`" + `.
 
 	b.WriteString("## 1. Quota citizenship\n\n")
 	p := r.Quota
-	fmt.Fprintf(&b, `C callers (C = %d, and C = %d for the rows that show the herd effect) call one
-fake provider for %d windows of W = %v, with a quota of Q = %d calls per window. Window k covers [start + k·W, start + (k+1)·W); the
-start is a whole second, so the reset each style announces is exactly the
-window boundary. Each caller loops by itself (bounded in time and count) and
-decides on its own what to do after each call:
+	fmt.Fprintf(&b, `C callers (C = %d, and C = %d for the rows that show the herd effect: rows b
+and c of every style, and row a of azure and retry-after) call one fake
+provider for %d windows of W = %v, with a quota of Q = %d calls per window.
+Window k covers [start + k·W, start + (k+1)·W); for github and jira the start
+is a whole second, so the reset they announce is exactly the window boundary.
+Each caller loops by itself (bounded in time and count) and decides on its
+own what to do after each call:
 
 - **a**: its own `+"`retryablehttp.NewClient()`"+` (hashicorp/go-retryablehttp, default
   policy and backoff: RetryMax 4, 1 s to 30 s, Retry-After honoured on 429 and
@@ -242,7 +244,9 @@ rate-limit header) for %v, then 200 again; the run goes on for %v after the
 recovery. The load is open: %.0f new calls per second, evenly spaced, whatever
 happens to the calls already made (a service receiving requests does not stop
 because its upstream fails), each with a deadline of %v, cut short at the
-end of the run. Three setups, one after the other:
+end of the run. Three setups run side by side on one clock, each with its own
+upstream (and broker), so that they share one time axis (the load is light:
+at most a few hundred calls per second in all):
 
 - **a**: each call is one `+"`retryablehttp.Client.Do`"+` of one shared default client
   (RetryMax 4, backoff 1 s, 2 s, 4 s, 8 s), straight to the upstream.

@@ -101,33 +101,49 @@ type OutageResult struct {
 	Err          string
 }
 
-// outageRun runs every setup of the scenario, one after the other.
+// outageRun runs every setup of the scenario side by side, each with its
+// own upstream (and broker), on one clock: every setup is prepared first,
+// then all start together. The load is light (tens to hundreds of calls
+// per second in all), so running them together changes no count, and the
+// three share one time axis.
 func (s *suite) outageRun(ctx context.Context, p OutageParams) []OutageResult {
-	var out []OutageResult
-	for _, setup := range p.Setups {
-		if ctx.Err() != nil {
-			break
-		}
+	out := make([]OutageResult, len(p.Setups))
+	var prepared sync.WaitGroup
+	prepared.Add(len(p.Setups))
+	gate := make(chan struct{})
+	var start time.Time
+	go func() {
+		prepared.Wait()
+		start = time.Now().Add(300 * time.Millisecond)
+		close(gate)
+	}()
+	var wg sync.WaitGroup
+	for i, setup := range p.Setups {
 		s.logf("outage: %s (%s)", setup, setup.Describe())
-		r, err := s.outageSetup(ctx, p, setup)
-		if err != nil {
-			r.Err = err.Error()
-			s.logf("outage: %s: %v", setup, err)
-		} else {
-			d, _ := r.Stats.RecoveryDelay()
-			s.logf("outage: %s: upstream saw %d before, %d during, %d after the outage; first success %v after the recovery (callers: %v); %d calls, outcomes %v",
-				setup, r.Stats.Before, r.Stats.During, r.Stats.After, d, r.CallerRecovery, r.Calls, r.Outcomes)
-		}
-		out = append(out, r)
+		wg.Go(func() {
+			arrive := sync.OnceValue(func() time.Time { prepared.Done(); <-gate; return start })
+			defer arrive() // a setup that failed early still lets the others go
+			r, err := s.outageSetup(ctx, p, setup, arrive)
+			if err != nil {
+				r.Err = err.Error()
+				s.logf("outage: %s: %v", setup, err)
+			} else {
+				d, _ := r.Stats.RecoveryDelay()
+				s.logf("outage: %s: upstream saw %d before, %d during, %d after the outage; longest quiet %v; first success %v after the recovery (callers: %v); %d calls, outcomes %v",
+					setup, r.Stats.Before, r.Stats.During, r.Stats.After, r.LongestQuiet, d, r.CallerRecovery, r.Calls, r.Outcomes)
+			}
+			out[i] = r
+		})
 	}
+	wg.Wait()
 	return out
 }
 
-// outageSetup runs one setup: the broker (if any) starts first, then the
-// upstream is created with its warm-up starting a moment later, the load
-// starts then and stops at the end of the recovery, when every call still
-// running is cancelled.
-func (s *suite) outageSetup(ctx context.Context, p OutageParams, setup OutageSetup) (OutageResult, error) {
+// outageSetup runs one setup: the broker (if any) starts first; then
+// arrive returns the common start, at which the warm-up of the setup's
+// own upstream begins, and the load starts; it stops at the end of the
+// recovery, when every call still running is cancelled.
+func (s *suite) outageSetup(ctx context.Context, p OutageParams, setup OutageSetup, arrive func() time.Time) (OutageResult, error) {
 	res := OutageResult{Setup: setup, Outcomes: map[string]int{}, CallerRecovery: -1}
 	var clients []rbv1.BrokerServiceClient
 	switch setup {
@@ -161,7 +177,7 @@ func (s *suite) outageSetup(ctx context.Context, p OutageParams, setup OutageSet
 		return res, fmt.Errorf("unknown outage setup %q", setup)
 	}
 
-	start := time.Now().Add(300 * time.Millisecond)
+	start := arrive()
 	down := start.Add(p.Warmup)
 	up := down.Add(p.Outage)
 	end := up.Add(p.Recovery)

@@ -210,11 +210,15 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPa
 		return res, fmt.Errorf("unknown row %q", c.Row)
 	}
 
-	// Window 0 starts at the first whole second at least 200 ms away.
+	// Window 0 starts 200 ms from now, on a whole second for the styles
+	// whose resets are whole seconds (GitHub, Jira).
 	ready := time.Now().Add(200 * time.Millisecond)
-	start := ready.Truncate(time.Second)
-	if start.Before(ready) {
-		start = start.Add(time.Second)
+	start := ready
+	if c.Style == fakeprovider.GitHub || c.Style == fakeprovider.Jira {
+		start = ready.Truncate(time.Second)
+		if start.Before(ready) {
+			start = start.Add(time.Second)
+		}
 	}
 	prov, err := fakeprovider.Start(fakeprovider.Config{
 		Style: c.Style, Quota: p.Quota, Window: p.Window, Windows: p.Windows, Start: start,
