@@ -533,8 +533,8 @@ func quotaRowFindings(q QuotaResult) []string {
 	}
 	if !announcesNothing(q.Style) {
 		if st.Refused > 0 || st.Early > 0 {
-			out = append(out, fmt.Sprintf("%s: %d refused calls (max %d in a window), %d early sends, although every accepted response carried the remaining count and the reset.",
-				name, st.Refused, st.MaxRefusedInAWindow(), st.Early))
+			out = append(out, fmt.Sprintf("%s: %d refused calls (max %d in a window), %d early sends, although every accepted response carried the remaining count and the reset; refused, early per window: %s.",
+				name, st.Refused, st.MaxRefusedInAWindow(), st.Early, perWindow(q.Stats)))
 		}
 		return out
 	}
