@@ -86,8 +86,10 @@ func TestQuotaTargetsJudgeSilentStylesAfterTheFirstWindow(t *testing.T) {
 		}
 	}
 	f := strings.Join(r.Findings(), "\n")
-	for _, want := range []string{"retry-after row c, 16 callers, after the first window: goodput 94.0%", "github row b, 16 callers: 1 refused calls",
-		"held its callers beyond the learned quota in 1 of 2 later windows", "refused, early per window: 15/14, 2/1, 0/0"} {
+	for _, want := range []string{
+		"retry-after row c, 16 callers, after the first window: goodput 94.0%", "github row b, 16 callers: 1 refused calls",
+		"held its callers beyond the learned quota in 1 of 2 later windows", "refused, early per window: 15/14, 2/1, 0/0",
+	} {
 		if !strings.Contains(f, want) {
 			t.Errorf("findings lack %q:\n%s", want, f)
 		}
