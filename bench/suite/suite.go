@@ -1,8 +1,14 @@
 // Package suite is the retry broker's benchmark suite: it measures, in one
 // run on one machine, how much of a provider's quota the broker spends on
-// calls that will be refused (against callers retrying on their own), and
-// what it costs to go through it (against an empty gRPC handler, a minimal
-// forwarder and direct HTTP), plus parked-call memory and scale figures.
+// calls that will be refused (against callers retrying on their own), how
+// many calls reach an upstream during an outage (go-retryablehttp callers,
+// a broker without and with its failure breaker), and what it costs to go
+// through it (against an empty gRPC handler, a minimal forwarder and direct
+// HTTP), plus parked-call memory and scale figures.
+//
+// The brokers of the quota and outage scenarios run with --config files the
+// suite writes (bench/suite/brokerconfig.go) and checks first with
+// `broker config check`: a broker that refuses one fails its rows loudly.
 //
 // Every process and every request stays on 127.0.0.1, and every request
 // loop is bounded in count and time. Run it with

@@ -3,7 +3,7 @@
 // tables and writes docs/benchmarks.md and the PNG charts in
 // docs/benchmarks/.
 //
-//	go run ./bench/cmd/benchsuite            # the full run (about 8 minutes)
+//	go run ./bench/cmd/benchsuite            # the full run (about 7 minutes)
 //	go run ./bench/cmd/benchsuite -quick     # a smoke run (seconds)
 //
 // All traffic stays on 127.0.0.1. It needs go (to build ./cmd/broker,
