@@ -146,6 +146,7 @@ func (s *suite) outageRun(ctx context.Context, p OutageParams) []OutageResult {
 func (s *suite) outageSetup(ctx context.Context, p OutageParams, setup OutageSetup, arrive func() time.Time) (OutageResult, error) {
 	res := OutageResult{Setup: setup, Outcomes: map[string]int{}, CallerRecovery: -1}
 	var clients []rbv1.BrokerServiceClient
+	var brokers []*broker
 	switch setup {
 	case OutageNoBreaker, OutageBreaker:
 		res.Config = "breaker: {disabled: true}"
@@ -161,6 +162,7 @@ func (s *suite) outageSetup(ctx context.Context, p OutageParams, setup OutageSet
 			return res, err
 		}
 		defer b.stop(5 * time.Second)
+		brokers = append(brokers, b)
 		// Two connections: the parked calls of a long open breaker stay
 		// well below a connection's stream limit.
 		for range 2 {
@@ -237,6 +239,9 @@ func (s *suite) outageSetup(ctx context.Context, p OutageParams, setup OutageSet
 	}
 	wg.Wait()
 	res.Stats = srv.Stats()
+	if err := exitedDuring(brokers); err != nil {
+		return res, err
+	}
 	if !firstOK.IsZero() {
 		res.CallerRecovery = firstOK.Sub(up)
 	}

@@ -172,6 +172,7 @@ func (s *suite) quotaRun(ctx context.Context, p QuotaParams) []QuotaResult {
 func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPath string) (QuotaResult, error) {
 	res := QuotaResult{QuotaCase: c, Outcomes: map[string]int{}}
 	var clients []rbv1.BrokerServiceClient
+	var brokers []*broker
 	switch c.Row {
 	case RowOneBroker, RowRedis3, RowMemory3:
 		n := 1
@@ -190,7 +191,8 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPa
 			o.redisURL = rs.URL()
 		}
 		t0 := time.Now()
-		brokers, err := s.startBrokers(ctx, n, o)
+		var err error
+		brokers, err = s.startBrokers(ctx, n, o)
 		s.logf("quota: %d brokers started in %v", n, time.Since(t0))
 		defer func() { t0 := time.Now(); stopAll(brokers); s.logf("quota: brokers stopped in %v", time.Since(t0)) }()
 		if err != nil {
@@ -260,6 +262,9 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPa
 	wg.Wait()
 	s.logf("quota: callers done %v after the end", time.Since(end))
 	res.Stats = prov.Stats()
+	if err := exitedDuring(brokers); err != nil {
+		return res, err
+	}
 	if s.opts.TraceDir != "" {
 		if err := writeArrivals(filepath.Join(s.opts.TraceDir, fmt.Sprintf("arrivals-%s-%s-%d.csv", c.Style, c.Row, c.Callers)), res.Stats); err != nil {
 			s.logf("quota: trace: %v", err)
