@@ -80,7 +80,7 @@ broker processes built from ` + "`./cmd/broker`" + `.
 	b.WriteString("## 1. Quota citizenship\n\n")
 	p := r.Quota
 	fmt.Fprintf(&b, `C callers (C = %d, and C = %d for the rows that show the herd effect: rows b
-and c of every style, and row a of azure and retry-after) call one fake
+and c of every style, and row a of retry-after) call one fake
 provider for %d windows of W = %v, with a quota of Q = %d calls per window.
 Window k covers [start + k·W, start + (k+1)·W); for github and jira the start
 is a whole second, so the reset they announce is exactly the window boundary.
