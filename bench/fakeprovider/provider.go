@@ -1,6 +1,6 @@
 // Package fakeprovider is a small rate-limited HTTP API for the benchmark
 // suite and its tests: a fixed-window quota of Quota calls per Window,
-// announced in the style of GitHub, Azure or Jira.
+// announced in the style of GitHub, Azure, Jira, or a plain Retry-After API.
 //
 // Windows are aligned on Start: window k covers [Start+k·W, Start+(k+1)·W).
 // For the GitHub and Jira styles, whose reset headers have a resolution of
@@ -15,8 +15,9 @@
 // call that arrives after that answer and before T is early. There is one
 // gate key, the whole provider: the benchmark uses one tenant and one
 // credential. T is exactly what the client was told: the reset time for
-// GitHub (x-ratelimit-reset) and Jira (X-RateLimit-Reset), and arrival plus
-// x-ms-retry-after-ms for Azure.
+// GitHub (x-ratelimit-reset) and Jira (X-RateLimit-Reset), arrival plus
+// x-ms-retry-after-ms for Azure, and arrival plus Retry-After (whole
+// seconds) for the Retry-After style.
 //
 // It only listens on 127.0.0.1.
 package fakeprovider
@@ -42,20 +43,28 @@ const (
 	// accepted call too. No Retry-After (GitHub's primary rate limit sends none).
 	GitHub Style = "github"
 	// Azure refuses with 429 carrying x-ms-retry-after-ms (milliseconds
-	// until the window ends, rounded up); accepted calls carry only
-	// x-ms-ratelimit-remaining-subscription-reads, a remaining count with no
-	// reset (the broker's azure entry reads it as a quota resetting a second
-	// later: Azure Resource Manager's limits are token buckets refilled every
-	// second).
+	// until the window ends, rounded up); accepted calls carry no
+	// rate-limit header, as with Azure services that answer a throttled
+	// call with x-ms-retry-after-ms and say nothing before (Cosmos DB).
+	// Resource Manager's x-ms-ratelimit-remaining-* counts are not sent:
+	// they count a token bucket refilled every second, which the broker's
+	// azure reader assumes (a reset 1 s after each answer), and the fixed
+	// windows of this provider would contradict that assumption.
 	Azure Style = "azure"
 	// Jira refuses with 429 carrying X-RateLimit-Reset as an ISO 8601 time
 	// (UTC, with seconds) and, only when Config.JiraRetryAfter is set,
 	// Retry-After; accepted calls carry X-RateLimit-Limit, -Remaining and -Reset.
 	Jira Style = "jira"
+	// RetryAfter refuses with 429 carrying only Retry-After, in whole
+	// seconds until the window ends, rounded up (so never before the
+	// boundary, and up to a second after it); accepted calls carry no
+	// rate-limit header at all. This is how most APIs answer (and how
+	// the broker's default reader, "retry-after", reads them).
+	RetryAfter Style = "retry-after"
 )
 
 // Styles lists every style.
-var Styles = []Style{GitHub, Azure, Jira}
+var Styles = []Style{GitHub, Azure, Jira, RetryAfter}
 
 // Config configures a Provider.
 type Config struct {
@@ -74,7 +83,7 @@ type Config struct {
 	// Zero means 1.
 	Windows int
 	// RefusalStatus is the status of a GitHub refusal: 429 (default) or 403.
-	// Azure and Jira always refuse with 429.
+	// The other styles always refuse with 429.
 	RefusalStatus int
 	// JiraRetryAfter adds Retry-After (whole seconds, rounded up) to Jira
 	// refusals. Jira often omits it; the default is to omit it.
@@ -153,6 +162,28 @@ func (s Stats) MaxRefusedInAWindow() int {
 	return m
 }
 
+// From returns the statistics of the measured windows k and later only:
+// Windows, Accepted, Refused and Early cover them, Outside and Arrivals
+// are dropped. From(1) leaves out the first window, in which a client can
+// know nothing of the quota before its first answer. k beyond the last
+// window gives no windows (and zero rates).
+func (s Stats) From(k int) Stats {
+	out := Stats{Style: s.Style, Quota: s.Quota, Window: s.Window, Start: s.Start}
+	if k < 0 {
+		k = 0
+	}
+	if k < len(s.Windows) {
+		out.Windows = append([]WindowStats(nil), s.Windows[k:]...)
+		out.Start = out.Windows[0].Start
+	}
+	for _, w := range out.Windows {
+		out.Accepted += w.Accepted
+		out.Refused += w.Refused
+		out.Early += w.Early
+	}
+	return out
+}
+
 // Provider is the fake API. It implements http.Handler.
 type Provider struct {
 	cfg Config
@@ -172,7 +203,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Now = time.Now
 	}
 	switch cfg.Style {
-	case GitHub, Azure, Jira:
+	case GitHub, Azure, Jira, RetryAfter:
 	default:
 		return nil, fmt.Errorf("fakeprovider: unknown style %q", cfg.Style)
 	}
@@ -252,14 +283,18 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		remaining = p.cfg.Quota - p.used[k]
 	}
 	// Announce: a refusal always tells the client when to come back; an
-	// accepted call does when it reports 0 remaining (GitHub, Jira).
+	// accepted call does when it reports 0 remaining (GitHub, Jira). The
+	// Retry-After and Azure styles announce nothing on accepted calls.
 	var until time.Time
-	retryMS := int64(0)
+	retryMS, retryS := int64(0), int64(0)
 	switch {
 	case !accepted && p.cfg.Style == Azure:
 		retryMS = ceilDiv(int64(reset.Sub(now)), int64(time.Millisecond))
 		until = now.Add(time.Duration(retryMS) * time.Millisecond)
-	case !accepted, remaining == 0 && p.cfg.Style != Azure:
+	case !accepted && p.cfg.Style == RetryAfter:
+		retryS = ceilDiv(int64(reset.Sub(now)), int64(time.Second))
+		until = now.Add(time.Duration(retryS) * time.Second)
+	case !accepted, remaining == 0 && (p.cfg.Style == GitHub || p.cfg.Style == Jira):
 		until = reset
 	}
 	if until.After(p.announced) {
@@ -300,9 +335,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = p.cfg.RefusalStatus
 		}
 	case Azure:
-		if accepted {
-			h.Set("X-Ms-Ratelimit-Remaining-Subscription-Reads", strconv.Itoa(remaining))
-		} else {
+		if !accepted {
 			h.Set("X-Ms-Retry-After-Ms", strconv.FormatInt(retryMS, 10))
 			status = http.StatusTooManyRequests
 		}
@@ -315,6 +348,11 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p.cfg.JiraRetryAfter {
 				h.Set("Retry-After", strconv.FormatInt(ceilDiv(int64(reset.Sub(now)), int64(time.Second)), 10))
 			}
+		}
+	case RetryAfter:
+		if !accepted {
+			h.Set("Retry-After", strconv.FormatInt(retryS, 10))
+			status = http.StatusTooManyRequests
 		}
 	}
 	w.WriteHeader(status)

@@ -115,14 +115,20 @@ func TestGitHub403(t *testing.T) {
 func TestAzureRetryAfterMsIsExactAndRoundedUp(t *testing.T) {
 	p, c := newProvider(t, Config{Style: Azure, Quota: 1, Window: 1500 * time.Millisecond, Windows: 2, KeepArrivals: true})
 	c.Set(t0)
-	if r := call(p); r.StatusCode != 200 || r.Header.Get("X-Ms-Retry-After-Ms") != "" {
+	r := call(p)
+	if r.StatusCode != 200 {
 		t.Fatalf("accepted: %d %v", r.StatusCode, r.Header)
+	}
+	for name := range r.Header {
+		if name != "Content-Type" {
+			t.Errorf("accepted call carries %s: the Azure style announces nothing on accepted calls", name)
+		}
 	}
 	if s := p.Stats(); s.Early != 0 {
 		t.Fatalf("Azure reports no remaining count: an accepted call announces nothing (early %d)", s.Early)
 	}
 	c.Set(t0.Add(1000*time.Millisecond + 300*time.Microsecond))
-	r := call(p)
+	r = call(p)
 	// 499.7 ms remain: announced as 500 ms, never shorter than the window.
 	if r.StatusCode != 429 || r.Header.Get("X-Ms-Retry-After-Ms") != "500" {
 		t.Fatalf("refusal: %d %q", r.StatusCode, r.Header.Get("X-Ms-Retry-After-Ms"))
@@ -136,6 +142,76 @@ func TestAzureRetryAfterMsIsExactAndRoundedUp(t *testing.T) {
 	s := p.Stats()
 	if s.Early != 1 || !s.Arrivals[2].Early || !s.Arrivals[2].Accepted {
 		t.Fatalf("early: %d %+v", s.Early, s.Arrivals)
+	}
+}
+
+func TestRetryAfterStyle(t *testing.T) {
+	p, c := newProvider(t, Config{Style: RetryAfter, Quota: 1, Window: 2 * time.Second, Windows: 2, KeepArrivals: true})
+	c.Set(t0.Add(200 * time.Millisecond))
+	r := call(p)
+	if r.StatusCode != 200 {
+		t.Fatalf("accepted: %d", r.StatusCode)
+	}
+	for name := range r.Header {
+		if name != "Content-Type" {
+			t.Errorf("accepted call carries %s: the style announces nothing on accepted calls", name)
+		}
+	}
+	c.Set(t0.Add(1200 * time.Millisecond))
+	r = call(p)
+	// 0.8 s to the boundary: Retry-After 1, so T = t0 + 2.2 s.
+	if r.StatusCode != 429 || r.Header.Get("Retry-After") != "1" || len(r.Header) != 2 {
+		t.Fatalf("refusal: %d %v", r.StatusCode, r.Header)
+	}
+	c.Set(t0.Add(2100 * time.Millisecond)) // new window, before T: accepted but early
+	if r := call(p); r.StatusCode != 200 {
+		t.Fatalf("new window: %d", r.StatusCode)
+	}
+	c.Set(t0.Add(2200 * time.Millisecond)) // at T: on time (and refused: quota 1)
+	if r := call(p); r.StatusCode != 429 || r.Header.Get("Retry-After") != "2" {
+		t.Fatalf("second refusal: %d %v", r.StatusCode, r.Header)
+	}
+	s := p.Stats()
+	if s.Early != 1 || !s.Arrivals[2].Early || s.Arrivals[3].Early {
+		t.Fatalf("early: %d %+v", s.Early, s.Arrivals)
+	}
+	if s.Windows[0].Refused != 1 || s.Windows[1].Refused != 1 || s.Windows[1].Early != 1 {
+		t.Fatalf("windows %+v", s.Windows)
+	}
+}
+
+func TestStatsFrom(t *testing.T) {
+	p, c := newProvider(t, Config{Style: Azure, Quota: 2, Window: time.Second, Windows: 3})
+	for w, calls := range []int{5, 3, 2} {
+		c.Set(t0.Add(time.Duration(w)*time.Second + 10*time.Millisecond))
+		for range calls {
+			call(p)
+		}
+	}
+	c.Set(t0.Add(3 * time.Second))
+	call(p) // outside
+	s := p.Stats()
+	later := s.From(1)
+	if len(later.Windows) != 2 || later.Windows[0].Index != 1 || !later.Start.Equal(t0.Add(time.Second)) {
+		t.Fatalf("From(1) windows %+v", later.Windows)
+	}
+	if later.Accepted != 4 || later.Refused != 1 || later.Outside != 0 || later.Early != s.Windows[1].Early+s.Windows[2].Early {
+		t.Fatalf("From(1) %+v", later)
+	}
+	if got := later.Goodput(); got != 1 {
+		t.Errorf("From(1) goodput %v", got)
+	}
+	if got := later.RefusedPerWindow(); got != 0.5 {
+		t.Errorf("From(1) refused per window %v", got)
+	}
+	if got := later.MaxRefusedInAWindow(); got != 1 {
+		t.Errorf("From(1) max refused %v", got)
+	}
+	if s.MaxRefusedInAWindow() != 3 || s.From(0).Refused != s.Refused {
+		t.Errorf("whole run: %+v", s)
+	}
+	if none := s.From(3); len(none.Windows) != 0 || none.Goodput() != 0 || none.RefusedPerWindow() != 0 {
+		t.Errorf("From(3) %+v", none)
 	}
 }
 
@@ -210,6 +286,7 @@ func TestConfigChecks(t *testing.T) {
 		{Style: GitHub, Quota: 1, Window: 1500 * time.Millisecond},
 		{Style: Jira, Quota: 1, Window: time.Second, Start: t0.Add(time.Millisecond)},
 		{Style: GitHub, Quota: 1, Window: time.Second, RefusalStatus: 503},
+		{Style: RetryAfter, Quota: 1, Window: 0},
 	}
 	for _, cfg := range bad {
 		if _, err := New(cfg); err == nil {
@@ -278,23 +355,22 @@ func TestBrokerReadersAgree(t *testing.T) {
 			reset := t0.Add(2 * time.Second)
 			r := call(p)
 			got := rd.Read(&providers.Response{Status: r.StatusCode, Header: r.Header, Now: now})
-			if !got.HasQuota || got.HasHint || got.Quota.Remaining != 1 {
+			wantQuota := style == GitHub || style == Jira
+			if got.HasQuota != wantQuota || got.HasHint {
 				t.Fatalf("accepted: %+v", got)
 			}
-			// Azure announces no reset: the azure entry reads its remaining
-			// count as a token bucket refilled within a second.
-			wantReset := reset
-			if style == Azure {
-				wantReset = now.Add(time.Second)
-			}
-			if !got.Quota.Reset.Equal(wantReset) {
-				t.Fatalf("accepted quota: %+v, want reset %s", got.Quota, wantReset)
+			if wantQuota && (got.Quota.Remaining != 1 || !got.Quota.Reset.Equal(reset)) {
+				t.Fatalf("accepted quota: %+v", got.Quota)
 			}
 			call(p)
 			r = call(p)
 			got = rd.Read(&providers.Response{Status: r.StatusCode, Header: r.Header, Now: now})
-			if !got.HasHint || got.Hint.Delay != reset.Sub(now) {
-				t.Fatalf("refusal hint %+v, want %v", got, reset.Sub(now))
+			want := reset.Sub(now)
+			if style == RetryAfter {
+				want = 2 * time.Second // 1.3 s to the boundary, in whole seconds rounded up
+			}
+			if !got.HasHint || got.Hint.Delay != want {
+				t.Fatalf("refusal hint %+v, want %v", got, want)
 			}
 		})
 	}

@@ -20,10 +20,13 @@ func drawCharts(r *Report, dir string) error {
 	var errs []error
 	if len(r.QuotaRes) > 0 {
 		errs = append(errs,
-			quotaChart(r, filepath.Join(dir, ChartGoodput), "Goodput: accepted calls / (quota × windows)", "goodput (% of quota)",
+			quotaChart(r, filepath.Join(dir, ChartGoodput), "Goodput: accepted calls / (quota × windows), whole run", "goodput (% of quota)",
 				func(q QuotaResult) float64 { return 100 * q.Goodput() }, 95, "target 95%", "%.0f"),
-			quotaChart(r, filepath.Join(dir, ChartWaste), "Waste: refused calls per window", "refused calls per window",
-				func(q QuotaResult) float64 { return q.Waste() }, 1, "target ≤ 1 (rows b, c)", "%.1f"))
+			quotaChart(r, filepath.Join(dir, ChartWaste), "Waste: refused calls per window, after the first window", "refused calls per window",
+				func(q QuotaResult) float64 { return q.Later().RefusedPerWindow() }, 1, "target ≤ 1 (rows b, c)", "%.1f"))
+	}
+	if len(r.OutageRes) > 0 {
+		errs = append(errs, outageChart(r, filepath.Join(dir, ChartOutage)))
 	}
 	if len(r.OverRes) > 0 {
 		errs = append(errs,
@@ -34,22 +37,39 @@ func drawCharts(r *Report, dir string) error {
 	return errors.Join(errs...)
 }
 
-// quotaChart draws one bar per (row, style), rows on the X axis, styles as
-// bar groups, with a horizontal target line.
+// quotaChart draws one bar per (row, callers, style): rows and their
+// numbers of callers on the X axis, styles as bar groups, with a
+// horizontal target line.
 func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) float64, target float64, targetLabel string, format string) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
-	rows := []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3}
-	names := []string{"a: own retries", "b: 1 broker", "c: 3 + Redis", "d: 3 × memory"}
+	short := map[Row]string{RowRetryableHTTP: "a: own retries", RowOneBroker: "b: 1 broker", RowRedis3: "c: 3 + Redis", RowMemory3: "d: 3 × memory"}
+	type group struct {
+		row     Row
+		callers int
+	}
+	var groups []group
+	var names []string
+	for _, n := range r.quotaCallers() {
+		for _, row := range []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3} {
+			for _, q := range r.QuotaRes {
+				if q.Row == row && q.Callers == n {
+					groups = append(groups, group{row, n})
+					names = append(names, fmt.Sprintf("%s\n%d callers", short[row], n))
+					break
+				}
+			}
+		}
+	}
 	styles := r.quotaStyles()
-	width := vg.Points(18)
+	width := vg.Points(14)
 	ymax := target
 	for i, st := range styles {
-		vals := make(plotter.Values, len(rows))
+		vals := make(plotter.Values, len(groups))
 		var lab plotter.XYLabels
-		for j, row := range rows {
-			if q, ok := r.quotaResult(st, row); ok {
+		for j, g := range groups {
+			if q, ok := r.quotaResult(st, g.row, g.callers); ok {
 				vals[j] = value(q)
 				ymax = math.Max(ymax, vals[j])
 				lab.XYs = append(lab.XYs, plotter.XY{X: float64(j), Y: vals[j]})
@@ -87,9 +107,9 @@ func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) f
 	p.NominalX(names...)
 	p.Y.Min = 0
 	p.Y.Max = ymax * 1.4 // room for the legend
-	p.X.Min, p.X.Max = -0.6, float64(len(rows))-0.4
+	p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
 	p.Add(plotter.NewGrid())
-	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
+	return p.Save(vg.Length(max(8, 1.3*float64(len(groups))))*vg.Inch, 4.5*vg.Inch, path)
 }
 
 // latencyChart draws p50 and p99 against concurrency for every variant of

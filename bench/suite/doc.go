@@ -33,34 +33,42 @@ func (r *Report) Document(chartDir string) string {
 	b.WriteString(`A broker earns its place by two measurable facts: it spends almost none of a
 provider's quota on calls that will be refused, and it costs almost nothing to
 go through. This suite measures both against what users would otherwise do, in
-one run on one machine, and adds the memory of parked calls and the cost of
-scale (configuration size, Redis operations). Every comparison below is a ratio
+one run on one machine, and adds what an outage costs the upstream, the memory
+of parked calls and the cost of scale (configuration size, Redis operations). Every comparison below is a ratio
 of figures measured side by side in the same run. All traffic stays on
 127.0.0.1: the providers are fakes (` + "`bench/fakeprovider`" + `), the brokers are real
 broker processes built from ` + "`./cmd/broker`" + `.
 
 `)
 	b.WriteString("## Reproduce\n\n```sh\n" + r.Command + "\n```\n\n")
-	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,overhead,parked,scale,stream` runs some scenarios only, `-styles github,azure,jira` some provider styles only; `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
+	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,outage,overhead,parked,scale,stream` runs some scenarios only, `-styles github,azure,jira,retry-after` some provider styles only (unknown names are refused); `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
 	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| run time | %s |\n\n",
-		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), r.Elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| broker | %s |\n| run time | %s |\n\n",
+		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), orDash(m.Broker), r.Elapsed.Round(time.Second))
 	b.WriteString("The machine is shared: other builds and tests may run at the same time, so absolute figures are noisy. Ratios are measured side by side (and, for overhead, in alternating rounds) so that noise hits both sides alike.\n\n")
 
 	b.WriteString("## Targets\n\n")
 	b.WriteString(r.TargetTable())
 	b.WriteString("\n")
-	var missed []Target
+	var missed, na []Target
 	for _, t := range r.Targets() {
-		if t.Met != "yes" {
+		switch t.Met {
+		case "yes":
+		case "n/a":
+			na = append(na, t)
+		default:
 			missed = append(missed, t)
 		}
 	}
 	if len(missed) == 0 {
-		b.WriteString("Every target was met in this run.\n\n")
+		b.WriteString("Every target evaluated was met in this run.")
 	} else {
-		fmt.Fprintf(&b, "%d of %d targets were **missed** in this run; the measured figure stands next to each above.\n\n", len(missed), len(r.Targets()))
+		fmt.Fprintf(&b, "%d of %d targets were **missed** in this run; the measured figure stands next to each above.", len(missed), len(r.Targets()))
 	}
+	if len(na) > 0 {
+		fmt.Fprintf(&b, " %d could not be evaluated (n/a): the run did not produce what they judge, as their line says.", len(na))
+	}
+	b.WriteString("\n\n")
 	if f := r.Findings(); len(f) > 0 {
 		b.WriteString("What the figures of this run say about the misses:\n\n")
 		for _, x := range f {
@@ -71,18 +79,25 @@ broker processes built from ` + "`./cmd/broker`" + `.
 
 	b.WriteString("## 1. Quota citizenship\n\n")
 	p := r.Quota
-	fmt.Fprintf(&b, `C = %d callers call one fake provider for %d windows of W = %v, with a quota of
-Q = %d calls per window. Window k covers [start + k·W, start + (k+1)·W); the
-start is a whole second, so the reset each style announces is exactly the
-window boundary. Each caller loops by itself (bounded in time and count) and
-decides on its own what to do after each call:
+	fmt.Fprintf(&b, `C callers (C = %d, and C = %d for the rows that show the herd effect: rows b
+and c of every style, and row a of retry-after) call one fake
+provider for %d windows of W = %v, with a quota of Q = %d calls per window.
+Window k covers [start + k·W, start + (k+1)·W); for github and jira the start
+is a whole second, so the reset they announce is exactly the window boundary.
+Each caller loops by itself (bounded in time and count) and decides on its
+own what to do after each call:
 
 - **a**: its own `+"`retryablehttp.NewClient()`"+` (hashicorp/go-retryablehttp, default
   policy and backoff: RetryMax 4, 1 s to 30 s, Retry-After honoured on 429 and
   503), talking to the provider directly; after a call ends (success, refusal
   or give-up) it makes the next one at once.
 - **b**: Execute through one broker, with `+"`provider`"+` set to the style's
-  reader. The caller never retries; when the broker gives up early with a
+  reader. The broker runs with `+"`--config`"+`: one tenant (an API key, sent by
+  every caller) whose default policy is the standard one plus
+  `+"`%s`"+` (said explicitly, so that a broker
+  that does not know the option refuses the file; the suite checks every file
+  with `+"`broker config check`"+` first and fails the rows loudly if it is
+  refused). The caller never retries; when the broker gives up early with a
   `+"`retry_after`"+` (gate closed, hint or deadline), it waits that long first.
   Every call's deadline is the end of the run.
 - **c**: as b, through 3 broker replicas sharing one Redis, calls spread round
@@ -92,9 +107,26 @@ decides on its own what to do after each call:
 The provider answers in one style per row: **github** (429 with
 x-ratelimit-remaining: 0 and x-ratelimit-reset in Unix seconds; accepted calls
 carry x-ratelimit-remaining / -reset too), **azure** (429 with
-x-ms-retry-after-ms; accepted calls carry nothing the broker reads) or
+x-ms-retry-after-ms; accepted calls carry no rate-limit header, like Cosmos
+DB; Resource Manager's x-ms-ratelimit-remaining-* counts are left out because
+they count a token bucket refilled every second, which the broker's azure
+reader assumes and these fixed windows would contradict),
 **jira** (429 with X-RateLimit-Reset as ISO 8601 and no Retry-After; accepted
-calls carry X-RateLimit-Remaining and X-RateLimit-Reset).
+calls carry X-RateLimit-Remaining and X-RateLimit-Reset) or **retry-after**
+(429 with Retry-After only, in whole seconds until the window ends, rounded
+up; accepted calls carry no rate-limit header at all, as most APIs do).
+
+**The first window apart.** Against a provider that announces nothing until
+it refuses (azure, retry-after), nothing can be known of the quota before the
+first answer: in the first window every call already on its way when the
+first refusal comes back is refused too (up to C − 1). A broker that learns
+the quota from that refusal can hold its callers in the later windows. So the
+tables show the first window apart, and the targets of these styles apply to
+the later windows; the targets of github and jira, which announce their quota
+on every answer, apply to the whole run, except with more callers than the
+quota (C > Q: the 100-caller rows): the C calls of the first instant all leave
+before any answer, so C − Q of them are refused whatever a broker knows, and
+those rows too are judged after the first window.
 
 Definitions: **goodput** = accepted calls / (Q × windows). **Refused / window**
 = refused calls over the measured windows / windows (the maximum in any one
@@ -113,7 +145,7 @@ a moment after the caller's). Late calls count in no window.
 GitHub-style refusals use 429 here: go-retryablehttp does not retry a 403, so
 with 403 row a would loop without any backoff and look worse still.
 
-`, p.Callers, p.Windows, p.Window, p.Quota)
+`, p.Callers, HerdCallers, p.Windows, p.Window, p.Quota, strings.Join(quotaBrokerConfig.Policy, "; "))
 	b.WriteString(r.QuotaTable())
 	b.WriteString("\nSide by side (same run):\n\n")
 	b.WriteString(r.ComparisonTable())
@@ -121,7 +153,11 @@ with 403 row a would loop without any backoff and look worse still.
 	img(ChartGoodput, "goodput per row")
 	img(ChartWaste, "refused calls per window per row")
 
-	b.WriteString("## 2. Overhead\n\n")
+	if len(r.OutageRes) > 0 {
+		r.outageSection(&b, img)
+	}
+
+	b.WriteString("## 3. Overhead\n\n")
 	fmt.Fprintf(&b, `Closed-loop callers at each concurrency, against servers in the suite's own
 process built exactly as the broker builds its gRPC server
 (`+"`server.NewGRPCServer`"+`: the same interceptors, stats handler and limits), with a
@@ -146,7 +182,7 @@ rounds: 0 means every call reused a pooled connection.
 	img(ChartLatencyClassify, "ClassifyResponse latency against concurrency")
 	img(ChartLatencyExecute, "Execute latency against concurrency")
 
-	b.WriteString("## 3. Parked calls\n\n")
+	b.WriteString("## 4. Parked calls\n\n")
 	b.WriteString(`A broker process (memory store, --metrics-listen) receives N concurrent
 Execute calls spread over several gRPC connections (at most 4,096 streams
 each). The upstream answers 503 with Retry-After (whole seconds until a release
@@ -166,7 +202,7 @@ closes its connections after each response, so no idle pooled connection
 	b.WriteString(r.ParkedTable())
 	b.WriteString("\n")
 
-	b.WriteString("## 4. Scale\n\n")
+	b.WriteString("## 5. Scale\n\n")
 	b.WriteString(`Configuration load: a generated file with N tenants in the shape of
 internal/config's 100k-tenant benchmark (one API key each, shared policies,
 one tenant in a hundred with a policy of its own), loaded with config.Load
@@ -185,7 +221,7 @@ proxy between the broker and Redis.
 	b.WriteString(r.ScaleTables())
 	b.WriteString("\n")
 	if r.Stream != nil {
-		b.WriteString("## 5. Streaming\n\n")
+		b.WriteString("## 6. Streaming\n\n")
 		b.WriteString(`ExecuteStream, run alone with ` + "`go run ./bench/cmd/benchsuite -only stream`" + `.
 
 Memory: a broker process (a --config tenant with two policies, so that 100
@@ -223,6 +259,49 @@ the same upstream, at each concurrency, in a closed loop.
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// outageSection writes section 2, the outage scenario.
+func (r *Report) outageSection(b *strings.Builder, img func(name, alt string)) {
+	o := r.Outage
+	b.WriteString("## 2. Outage\n\n")
+	fmt.Fprintf(b, `An upstream answers 200 for %v, then 503 with no hint (no Retry-After, no
+rate-limit header) for %v, then 200 again; the run goes on for %v after the
+recovery. The load is open: %.0f new calls per second, evenly spaced, whatever
+happens to the calls already made (a service receiving requests does not stop
+because its upstream fails), each with a deadline of %v, cut short at the
+end of the run. Three setups run side by side on one clock, each with its own
+upstream (and broker), so that they share one time axis (the load is light:
+at most a few hundred calls per second in all):
+
+- **a**: each call is one `+"`retryablehttp.Client.Do`"+` of one shared default client
+  (RetryMax 4, backoff 1 s, 2 s, 4 s, 8 s), straight to the upstream.
+- **broker, no breaker**: each call is one Execute through one broker (memory
+  store) whose policy says `+"`breaker: {disabled: true}`"+`; the rest is the standard
+  policy (3 retries with full-jitter backoff from 1 s, and the retry budget:
+  retries at most 20%% of the calls plus 10 per second).
+- **broker, breaker**: the same broker policy with
+  `+"`%s`"+`: the documented defaults, written out, with open_for = %v.
+  While the breaker is open a call waits (its deadline allows it), and one
+  probe goes when open_for has passed; a failed probe doubles the open time.
+
+**Calls during the outage** are the calls that reached the upstream while it
+answered 503 (the broker's retries included). **First success after the
+recovery**: the time from the recovery to the first call that reached the
+upstream (and was answered 200), and to the first call that ended with a 200
+at its caller. open_for = %v is chosen so that, with a breaker that opens in
+the first second or two of the outage, one probe fails during the outage and
+the next comes after the recovery, at most 2 × open_for later: a much shorter
+open_for would let two probes fail, and the doubling would then push the next
+one past 2 × open_for. The warm-up's successes count in the breaker's window
+and delay its opening: with a window full of successes (a healthy period as
+long as the window, at the same rate) the default breaker, which opens at 50%%
+failures over 30 s, would open only several seconds into the outage.
+
+`, o.Warmup, o.Outage, o.Recovery, o.Rate, o.CallTimeout, outageBreakerConfig(o), o.OpenFor, o.OpenFor)
+	b.WriteString(r.OutageTable())
+	b.WriteString("\n")
+	img(ChartOutage, "calls reaching the upstream per second during and after the outage")
 }
 
 func orDash(s string) string {

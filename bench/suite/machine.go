@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"debug/buildinfo"
 	"os"
 	"os/exec"
 	"runtime"
@@ -18,6 +19,45 @@ type Machine struct {
 	Date      time.Time
 	Commit    string
 	Redis     string
+	// Broker says which broker binary ran: built from ./cmd/broker, or a
+	// prebuilt one (-broker) with the revision its build info records.
+	Broker string
+}
+
+// brokerProvenance describes the broker binary bin; built says whether
+// the suite built it from the module's ./cmd/broker.
+func brokerProvenance(bin string, built bool, commit string) string {
+	if built {
+		return "built from ./cmd/broker at the commit above"
+	}
+	out := "prebuilt (-broker " + bin + ")"
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return out + ", build info unreadable"
+	}
+	rev, modified := "", ""
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" {
+		return out + ", no VCS revision in its build info"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	out += ", built at " + rev
+	if modified == "true" {
+		out += " with uncommitted changes"
+	}
+	if commit != "" && !strings.HasPrefix(rev, commit) && !strings.HasPrefix(commit, rev) {
+		out += ", not the commit above"
+	}
+	return out
 }
 
 func machineInfo(root string) Machine {

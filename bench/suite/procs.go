@@ -266,6 +266,28 @@ func (b *broker) waitReady(ctx context.Context) error {
 	}
 }
 
+// exitedDuring returns an error naming every broker of bs that is no
+// longer running (with the end of its output): a row whose broker died
+// must not pass for a measurement.
+func exitedDuring(bs []*broker) error {
+	var errs []error
+	for _, b := range bs {
+		if !b.running() {
+			errs = append(errs, fmt.Errorf("broker %s (pid %d) exited during the run (%v): %s", b.addr, b.pid(), b.err, lastLines(b.out.String(), 5)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lastLines returns the last n lines of s, trimmed.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
 // stop stops the broker process and closes the scraping connection.
 func (b *broker) stop(grace time.Duration) {
 	b.process.stop(grace)
@@ -338,12 +360,14 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 }
 
 // dial opens a plaintext gRPC connection to a loopback address, ignoring
-// proxy variables.
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr,
+// proxy variables, with extra options appended.
+func dial(addr string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithNoProxy(),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}, extra...)
+	return grpc.NewClient(addr, opts...)
 }
 
 // brokerClient dials a broker and returns its client and connection.

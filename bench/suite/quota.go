@@ -24,7 +24,8 @@ import (
 
 // QuotaParams sizes the quota-citizenship scenario.
 type QuotaParams struct {
-	// Callers is the number of concurrent callers (C).
+	// Callers is the number of concurrent callers (C) of a case that
+	// sets none.
 	Callers int
 	// Quota is the provider's quota per window (Q).
 	Quota int
@@ -38,11 +39,22 @@ type QuotaParams struct {
 	Cases []QuotaCase
 }
 
-// QuotaCase is one row of the scenario: a provider style and a way of
-// calling it.
+// QuotaCase is one row of the scenario: a provider style, a way of
+// calling it, and how many callers call.
 type QuotaCase struct {
 	Style fakeprovider.Style
 	Row   Row
+	// Callers is the number of concurrent callers; zero means
+	// QuotaParams.Callers.
+	Callers int
+}
+
+// callers returns the case's number of callers under p.
+func (c QuotaCase) callers(p QuotaParams) int {
+	if c.Callers > 0 {
+		return c.Callers
+	}
+	return p.Callers
 }
 
 // Row is how the callers reach the provider.
@@ -73,6 +85,7 @@ func (r Row) Describe() string {
 
 // QuotaResult is one measured row.
 type QuotaResult struct {
+	// QuotaCase is the case, with Callers always set.
 	QuotaCase
 	Stats fakeprovider.Stats
 	// Calls are the logical calls the callers made (retryablehttp.Do or
@@ -93,38 +106,77 @@ func (r QuotaResult) Goodput() float64 { return r.Stats.Goodput() }
 // Waste is refused calls per window.
 func (r QuotaResult) Waste() float64 { return r.Stats.RefusedPerWindow() }
 
+// Later is the statistics of the windows after the first: in the first
+// window nothing can be known of the quota before the first answer, so a
+// broker that learns the quota from refusals is judged on the later ones.
+func (r QuotaResult) Later() fakeprovider.Stats { return r.Stats.From(1) }
+
+// First is the first window's statistics, or the zero value when the
+// run had no window.
+func (r QuotaResult) First() fakeprovider.WindowStats {
+	if len(r.Stats.Windows) == 0 {
+		return fakeprovider.WindowStats{}
+	}
+	return r.Stats.Windows[0]
+}
+
+// Label names the row with its callers, e.g. "b, 100 callers".
+func (c QuotaCase) Label() string { return fmt.Sprintf("%s, %d callers", c.Row, c.Callers) }
+
 // quotaRun runs every case of the scenario, one after the other.
 func (s *suite) quotaRun(ctx context.Context, p QuotaParams) []QuotaResult {
 	var out []QuotaResult
+	// One configuration for every broker row, checked by the broker
+	// binary first: a broker that refuses it fails every broker row.
+	var cfgPath string
+	var cfgErr error
+	for _, c := range p.Cases {
+		if c.Row != RowRetryableHTTP {
+			if cfgPath, cfgErr = s.writeBrokerConfig(ctx, quotaBrokerConfig); cfgErr != nil {
+				s.logf("quota: %v", cfgErr)
+			}
+			break
+		}
+	}
 	for _, c := range p.Cases {
 		if ctx.Err() != nil {
 			break
 		}
-		s.logf("quota: style %s row %s (%s)", c.Style, c.Row, c.Row.Describe())
-		r, err := s.quotaCase(ctx, p, c)
+		c.Callers = c.callers(p)
+		s.logf("quota: style %s row %s (%s), %d callers", c.Style, c.Row, c.Row.Describe(), c.Callers)
+		var r QuotaResult
+		var err error
+		if c.Row != RowRetryableHTTP && cfgErr != nil {
+			r, err = QuotaResult{QuotaCase: c}, cfgErr
+		} else {
+			r, err = s.quotaCase(ctx, p, c, cfgPath)
+		}
 		if err != nil {
 			r.Err = err.Error()
-			s.logf("quota: %s/%s: %v", c.Style, c.Row, err)
+			s.logf("quota: %s/%s: %v", c.Style, c.Label(), err)
 		} else {
-			s.logf("quota: %s/%s: goodput %.1f%%, refused/window %.2f (max %d), early %d, outside %d, outcomes %v",
-				c.Style, c.Row, 100*r.Goodput(), r.Waste(), r.Stats.MaxRefusedInAWindow(), r.Stats.Early, r.Stats.Outside, r.Outcomes)
+			l := r.Later()
+			s.logf("quota: %s/%s: goodput %.1f%%, refused/window %.2f (max %d), early %d, outside %d; first window refused %d, early %d; later windows goodput %.1f%%, refused max %d, early %d; outcomes %v",
+				c.Style, c.Label(), 100*r.Goodput(), r.Waste(), r.Stats.MaxRefusedInAWindow(), r.Stats.Early, r.Stats.Outside,
+				r.First().Refused, r.First().Early, 100*l.Goodput(), l.MaxRefusedInAWindow(), l.Early, r.Outcomes)
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
-// quotaCase runs one row: brokers (if any) start first, then the provider
-// is created with its window 0 starting at the next whole second, the
-// callers start together at that instant and stop by themselves at the
-// end of the last window.
-func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (QuotaResult, error) {
+// quotaCase runs one row: brokers (if any, with the configuration file
+// cfgPath) start first, then the provider is created with its window 0
+// starting at the next whole second, the callers start together at that
+// instant and stop by themselves at the end of the last window.
+func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPath string) (QuotaResult, error) {
 	res := QuotaResult{QuotaCase: c, Outcomes: map[string]int{}}
 	var clients []rbv1.BrokerServiceClient
+	var brokers []*broker
 	switch c.Row {
 	case RowOneBroker, RowRedis3, RowMemory3:
 		n := 1
-		var o brokerOptions
+		o := brokerOptions{config: cfgPath}
 		if c.Row != RowOneBroker {
 			n = 3
 		}
@@ -139,14 +191,15 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 			o.redisURL = rs.URL()
 		}
 		t0 := time.Now()
-		brokers, err := s.startBrokers(ctx, n, o)
+		var err error
+		brokers, err = s.startBrokers(ctx, n, o)
 		s.logf("quota: %d brokers started in %v", n, time.Since(t0))
 		defer func() { t0 := time.Now(); stopAll(brokers); s.logf("quota: brokers stopped in %v", time.Since(t0)) }()
 		if err != nil {
 			return res, err
 		}
 		for _, b := range brokers {
-			cl, conn, err := brokerClient(b.addr)
+			cl, conn, err := tenantClient(b.addr)
 			if err != nil {
 				return res, err
 			}
@@ -159,11 +212,15 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 		return res, fmt.Errorf("unknown row %q", c.Row)
 	}
 
-	// Window 0 starts at the first whole second at least 200 ms away.
+	// Window 0 starts 200 ms from now, on a whole second for the styles
+	// whose resets are whole seconds (GitHub, Jira).
 	ready := time.Now().Add(200 * time.Millisecond)
-	start := ready.Truncate(time.Second)
-	if start.Before(ready) {
-		start = start.Add(time.Second)
+	start := ready
+	if c.Style == fakeprovider.GitHub || c.Style == fakeprovider.Jira {
+		start = ready.Truncate(time.Second)
+		if start.Before(ready) {
+			start = start.Add(time.Second)
+		}
 	}
 	prov, err := fakeprovider.Start(fakeprovider.Config{
 		Style: c.Style, Quota: p.Quota, Window: p.Window, Windows: p.Windows, Start: start,
@@ -181,7 +238,7 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i := range p.Callers {
+	for i := range c.Callers {
 		wg.Go(func() {
 			var cr callerResult
 			if !sleepUntil(rctx, start) {
@@ -205,8 +262,11 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase) (Quot
 	wg.Wait()
 	s.logf("quota: callers done %v after the end", time.Since(end))
 	res.Stats = prov.Stats()
+	if err := exitedDuring(brokers); err != nil {
+		return res, err
+	}
 	if s.opts.TraceDir != "" {
-		if err := writeArrivals(filepath.Join(s.opts.TraceDir, fmt.Sprintf("arrivals-%s-%s.csv", c.Style, c.Row)), res.Stats); err != nil {
+		if err := writeArrivals(filepath.Join(s.opts.TraceDir, fmt.Sprintf("arrivals-%s-%s-%d.csv", c.Style, c.Row, c.Callers)), res.Stats); err != nil {
 			s.logf("quota: trace: %v", err)
 		}
 		res.Stats.Arrivals = nil
@@ -335,6 +395,8 @@ func outcomeName(o rbv1.Outcome) string {
 		return "gate closed"
 	case rbv1.Outcome_OUTCOME_CANCELED:
 		return "canceled"
+	case rbv1.Outcome_OUTCOME_BREAKER_OPEN:
+		return "breaker open"
 	}
 	return o.String()
 }

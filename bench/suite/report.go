@@ -3,6 +3,7 @@ package suite
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,13 +29,42 @@ func yesNo(ok bool) string {
 }
 
 // quotaResult finds a row of the quota scenario.
-func (r *Report) quotaResult(style fakeprovider.Style, row Row) (QuotaResult, bool) {
+func (r *Report) quotaResult(style fakeprovider.Style, row Row, callers int) (QuotaResult, bool) {
 	for _, q := range r.QuotaRes {
-		if q.Style == style && q.Row == row && q.Err == "" {
+		if q.Style == style && q.Row == row && q.Callers == callers && q.Err == "" {
 			return q, true
 		}
 	}
 	return QuotaResult{}, false
+}
+
+// quotaCallers lists the numbers of callers of the quota rows, in the
+// order of first appearance.
+func (r *Report) quotaCallers() []int {
+	var out []int
+	for _, q := range r.QuotaRes {
+		if !slices.Contains(out, q.Callers) {
+			out = append(out, q.Callers)
+		}
+	}
+	return out
+}
+
+// judgedLater reports whether a row's targets apply to the windows after
+// the first only: for styles that announce nothing until they refuse, and
+// for any style when there are more callers than the quota (C > Q), since
+// the C calls of the first instant are all sent before any answer, so C − Q
+// of them are refused whatever the broker knows.
+func judgedLater(q QuotaResult) bool {
+	return announcesNothing(q.Style) || q.Callers > q.Stats.Quota
+}
+
+// announcesNothing reports whether a style sends nothing on accepted
+// calls (Retry-After only, Azure): a broker can know the quota only by
+// learning it from the refusals, so such rows are judged after the first
+// window.
+func announcesNothing(st fakeprovider.Style) bool {
+	return st == fakeprovider.Azure || st == fakeprovider.RetryAfter
 }
 
 // overheadResult finds a variant at a concurrency.
@@ -98,29 +128,12 @@ func wasteRatio(a, b float64) (string, float64) {
 // Targets evaluates the targets.
 func (r *Report) Targets() []Target {
 	var out []Target
-	styles := r.quotaStyles()
-	for _, st := range styles {
-		for _, row := range []Row{RowOneBroker, RowRedis3} {
-			q, ok := r.quotaResult(st, row)
-			if !ok {
-				continue
-			}
-			out = append(out,
-				Target{fmt.Sprintf("%s row %s (%s): goodput ≥ 95%% of the quota", st, row, row.Describe()), pct(q.Goodput()), yesNo(q.Goodput() >= 0.95)},
-				Target{
-					fmt.Sprintf("%s row %s: ≤ 1 refused call per gate per window", st, row),
-					fmt.Sprintf("max %d in a window, %.2f per window on average", q.Stats.MaxRefusedInAWindow(), q.Waste()), yesNo(q.Stats.MaxRefusedInAWindow() <= 1),
-				},
-				Target{fmt.Sprintf("%s row %s: zero early sends", st, row), fmt.Sprint(q.Stats.Early), yesNo(q.Stats.Early == 0)},
-			)
-		}
-		a, oka := r.quotaResult(st, RowRetryableHTTP)
-		b, okb := r.quotaResult(st, RowOneBroker)
-		if oka && okb {
-			s, x := wasteRatio(a.Waste(), b.Waste())
-			out = append(out, Target{fmt.Sprintf("%s: row a waste over row b waste ≥ 10×", st), s, yesNo(math.IsInf(x, 1) || x >= 10)})
+	for _, n := range r.quotaCallers() {
+		for _, st := range r.quotaStyles() {
+			out = append(out, r.quotaTargets(st, n)...)
 		}
 	}
+	out = append(out, r.outageTargets()...)
 	for _, c := range r.Overhead.Concurrency {
 		if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, c); ok {
 			out = append(out, Target{fmt.Sprintf("ClassifyResponse ≥ 90%% of an empty handler, concurrency %d", c), fmt.Sprintf("%.1f%%", 100*x), yesNo(x >= 0.90)})
@@ -159,6 +172,55 @@ func (r *Report) Targets() []Target {
 				fmt.Sprintf("%.0f before, %.0f parked, %.0f after", p.Before.Goroutines, p.Parked.Goroutines, p.After.Goroutines), yesNo(p.After.Goroutines <= p.Before.Goroutines),
 			},
 		)
+	}
+	return out
+}
+
+// quotaTargets are the targets of one style at n callers. Rows b and c of
+// styles that announce their quota on accepted calls (GitHub, Jira) keep 0
+// refusals over the whole run; rows of styles that announce nothing until
+// they refuse (Azure, Retry-After) are judged after the first window: at
+// most 1 refusal per gate per window, goodput ≥ 95% and no early send.
+func (r *Report) quotaTargets(st fakeprovider.Style, n int) []Target {
+	var out []Target
+	for _, row := range []Row{RowOneBroker, RowRedis3} {
+		q, ok := r.quotaResult(st, row, n)
+		if !ok {
+			continue
+		}
+		name := fmt.Sprintf("%s row %s (%s), %d callers", st, row, row.Describe(), n)
+		if !announcesNothing(st) {
+			w, scope := q.Stats, ""
+			if judgedLater(q) {
+				w, scope = q.Later(), ", after the first window"
+				if len(w.Windows) == 0 {
+					out = append(out, Target{name + ": targets after the first window", "no window after the first in this run", "n/a"})
+					continue
+				}
+			}
+			out = append(out,
+				Target{name + scope + ": goodput ≥ 95% of the quota", pct(w.Goodput()), yesNo(w.Goodput() >= 0.95)},
+				Target{name + scope + ": 0 refused calls", fmt.Sprintf("%d (max %d in a window; first window %d)", w.Refused, w.MaxRefusedInAWindow(), q.First().Refused), yesNo(w.Refused == 0)},
+				Target{name + scope + ": 0 early sends", fmt.Sprintf("%d (first window %d)", w.Early, q.First().Early), yesNo(w.Early == 0)},
+			)
+			continue
+		}
+		l := q.Later()
+		if len(l.Windows) == 0 {
+			out = append(out, Target{name + ": targets after the first window", "no window after the first in this run", "n/a"})
+			continue
+		}
+		out = append(out,
+			Target{name + ", after the first window: ≤ 1 refused call per gate per window", fmt.Sprintf("max %d in a window, %.2f per window on average (first window: %d)", l.MaxRefusedInAWindow(), l.RefusedPerWindow(), q.First().Refused), yesNo(l.MaxRefusedInAWindow() <= 1)},
+			Target{name + ", after the first window: goodput ≥ 95% of the quota", fmt.Sprintf("%s (whole run %s)", pct(l.Goodput()), pct(q.Goodput())), yesNo(l.Goodput() >= 0.95)},
+			Target{name + ", after the first window: 0 early sends", fmt.Sprintf("%d (first window: %d)", l.Early, q.First().Early), yesNo(l.Early == 0)},
+		)
+	}
+	a, oka := r.quotaResult(st, RowRetryableHTTP, n)
+	b, okb := r.quotaResult(st, RowOneBroker, n)
+	if oka && okb && n == r.Quota.Callers {
+		s, x := wasteRatio(a.Waste(), b.Waste())
+		out = append(out, Target{fmt.Sprintf("%s, %d callers: row a waste over row b waste ≥ 10× (whole run)", st, n), s, yesNo(math.IsInf(x, 1) || x >= 10)})
 	}
 	return out
 }
@@ -205,17 +267,23 @@ func fmtDur(d time.Duration) string {
 func (r *Report) QuotaTable() string {
 	var b strings.Builder
 	p := r.Quota
-	fmt.Fprintf(&b, "Quota citizenship: C=%d callers, Q=%d calls per W=%v window, %d windows (quota %d).\n\n",
-		p.Callers, p.Quota, p.Window, p.Windows, p.Quota*p.Windows)
-	b.WriteString("| style | row | callers | goodput | refused / window (max) | early sends | accepted | refused | late | caller calls | call outcomes |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "Quota citizenship: C callers, Q=%d calls per W=%v window, %d windows (quota %d). The first window (nothing is known before the first answer) is also shown apart, and the later windows alone.\n\n",
+		p.Quota, p.Window, p.Windows, p.Quota*p.Windows)
+	b.WriteString("| style | row | setup | C | goodput | refused / window (max) | early sends | first window: refused, early | later windows: goodput | later: refused / window (max) | later: early | accepted | refused | late | caller calls | call outcomes |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, q := range r.QuotaRes {
 		if q.Err != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | | |\n", q.Style, q.Row, q.Row.Describe(), q.Err)
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | error: %s | | | | | | | | | | | |\n", q.Style, q.Row, q.Row.Describe(), q.Callers, q.Err)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f (%d) | %d | %d | %d | %d | %d | %s |\n",
-			q.Style, q.Row, q.Row.Describe(), pct(q.Goodput()), q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early,
+		l := q.Later()
+		later := [3]string{"–", "–", "–"}
+		if len(l.Windows) > 0 {
+			later = [3]string{pct(l.Goodput()), fmt.Sprintf("%.2f (%d)", l.RefusedPerWindow(), l.MaxRefusedInAWindow()), fmt.Sprint(l.Early)}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %.2f (%d) | %d | %d, %d | %s | %s | %s | %d | %d | %d | %d | %s |\n",
+			q.Style, q.Row, q.Row.Describe(), q.Callers, pct(q.Goodput()), q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early,
+			q.First().Refused, q.First().Early, later[0], later[1], later[2],
 			q.Stats.Accepted, q.Stats.Refused, q.Stats.Outside, q.Calls, outcomeSummary(q.Outcomes))
 	}
 	return b.String()
@@ -224,37 +292,48 @@ func (r *Report) QuotaTable() string {
 // ComparisonTable holds the side-by-side ratios of the quota scenario.
 func (r *Report) ComparisonTable() string {
 	var b strings.Builder
-	b.WriteString("| style | refusals: a over b | refusals: d over c | goodput: d over c | early sends: a, b, c, d |\n")
-	b.WriteString("|---|---:|---:|---:|---|\n")
-	for _, st := range r.quotaStyles() {
-		a, oka := r.quotaResult(st, RowRetryableHTTP)
-		bb, okb := r.quotaResult(st, RowOneBroker)
-		c, okc := r.quotaResult(st, RowRedis3)
-		d, okd := r.quotaResult(st, RowMemory3)
-		ab, dc, gdc := "–", "–", "–"
-		if oka && okb {
-			ab, _ = wasteRatio(a.Waste(), bb.Waste())
+	b.WriteString("| style | C | refusals: a over b | refusals: d over c | goodput: d over c | early sends: a, b, c, d |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|\n")
+	for _, n := range r.quotaCallers() {
+		for _, st := range r.quotaStyles() {
+			b.WriteString(r.comparisonRow(st, n))
 		}
-		if okc && okd {
-			dc, _ = wasteRatio(d.Waste(), c.Waste())
-			if c.Goodput() > 0 {
-				gdc = fmt.Sprintf("%.2f× (%s vs %s)", d.Goodput()/c.Goodput(), pct(d.Goodput()), pct(c.Goodput()))
-			}
-		}
-		early := []string{}
-		for _, x := range []struct {
-			q  QuotaResult
-			ok bool
-		}{{a, oka}, {bb, okb}, {c, okc}, {d, okd}} {
-			if x.ok {
-				early = append(early, fmt.Sprint(x.q.Stats.Early))
-			} else {
-				early = append(early, "–")
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", st, ab, dc, gdc, strings.Join(early, ", "))
 	}
 	return b.String()
+}
+
+// comparisonRow is one line of ComparisonTable ("" when the style has
+// no row at n callers).
+func (r *Report) comparisonRow(st fakeprovider.Style, n int) string {
+	a, oka := r.quotaResult(st, RowRetryableHTTP, n)
+	bb, okb := r.quotaResult(st, RowOneBroker, n)
+	c, okc := r.quotaResult(st, RowRedis3, n)
+	d, okd := r.quotaResult(st, RowMemory3, n)
+	if !oka && !okb && !okc && !okd {
+		return ""
+	}
+	ab, dc, gdc := "–", "–", "–"
+	if oka && okb {
+		ab, _ = wasteRatio(a.Waste(), bb.Waste())
+	}
+	if okc && okd {
+		dc, _ = wasteRatio(d.Waste(), c.Waste())
+		if c.Goodput() > 0 {
+			gdc = fmt.Sprintf("%.2f× (%s vs %s)", d.Goodput()/c.Goodput(), pct(d.Goodput()), pct(c.Goodput()))
+		}
+	}
+	early := []string{}
+	for _, x := range []struct {
+		q  QuotaResult
+		ok bool
+	}{{a, oka}, {bb, okb}, {c, okc}, {d, okd}} {
+		if x.ok {
+			early = append(early, fmt.Sprint(x.q.Stats.Early))
+		} else {
+			early = append(early, "–")
+		}
+	}
+	return fmt.Sprintf("| %s | %d | %s | %s | %s | %s |\n", st, n, ab, dc, gdc, strings.Join(early, ", "))
 }
 
 // OverheadTable is the overhead table, with ratios to the baselines.
@@ -368,6 +447,7 @@ func (r *Report) Markdown() string {
 		{"Other observations", bulletList(r.Observations()), len(r.Observations()) > 0},
 		{"Quota citizenship", r.QuotaTable(), len(r.QuotaRes) > 0},
 		{"Quota citizenship: side-by-side ratios", r.ComparisonTable(), len(r.QuotaRes) > 0},
+		{"Outage", r.OutageTable(), len(r.OutageRes) > 0},
 		{"Overhead", r.OverheadTable(), len(r.OverRes) > 0},
 		{"Parked calls", r.ParkedTable(), len(r.Parked) > 0},
 		{"Scale", r.ScaleTables(), len(r.Config)+len(r.RedisOps) > 0},
@@ -391,37 +471,8 @@ func (r *Report) Markdown() string {
 // Findings explains, from the run's own figures, why targets were missed.
 func (r *Report) Findings() []string {
 	var out []string
-	for _, st := range r.quotaStyles() {
-		for _, row := range []Row{RowOneBroker, RowRedis3} {
-			q, ok := r.quotaResult(st, row)
-			if !ok {
-				continue
-			}
-			if q.Goodput() < 0.95 {
-				idle := 0
-				for _, w := range q.Stats.Windows {
-					if w.Accepted < q.Stats.Quota && w.Refused == 0 {
-						idle++
-					}
-				}
-				if idle > 0 {
-					out = append(out, fmt.Sprintf("%s row %s: goodput %s. In %d of %d windows the provider accepted fewer than Q = %d calls and refused none: the broker held its gate closed (callers parked until the reset) while quota was left, so the loss is the broker's, not the callers'.",
-						st, row, pct(q.Goodput()), idle, len(q.Stats.Windows), q.Stats.Quota))
-				} else {
-					out = append(out, fmt.Sprintf("%s row %s: goodput %s.", st, row, pct(q.Goodput())))
-				}
-			}
-			if q.Stats.MaxRefusedInAWindow() > 1 || q.Stats.Early > 0 {
-				if st == fakeprovider.Azure {
-					out = append(out, fmt.Sprintf("%s row %s: %.2f refused calls per window (max %d), %d early sends. The Azure style reports no remaining count on accepted calls, so the broker learns that the quota is gone only from the first refusal; the calls already on their way arrive after that announcement and are refused too.",
-						st, row, q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early))
-				} else {
-					out = append(out, fmt.Sprintf("%s row %s: %.2f refused calls per window (max %d), %d early sends, although every accepted response carried the remaining count and the reset.",
-						st, row, q.Waste(), q.Stats.MaxRefusedInAWindow(), q.Stats.Early))
-				}
-			}
-		}
-	}
+	out = append(out, r.quotaFindings()...)
+	out = append(out, r.outageFindings()...)
 	for _, c := range r.Overhead.Concurrency {
 		x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c)
 		if !ok || x >= 0.85 {
@@ -463,6 +514,100 @@ func (r *Report) Findings() []string {
 		}
 	}
 	return out
+}
+
+// quotaFindings explains the quota targets that were missed.
+func (r *Report) quotaFindings() []string {
+	var out []string
+	for _, n := range r.quotaCallers() {
+		for _, st := range r.quotaStyles() {
+			for _, row := range []Row{RowOneBroker, RowRedis3} {
+				q, ok := r.quotaResult(st, row, n)
+				if !ok {
+					continue
+				}
+				out = append(out, quotaRowFindings(q)...)
+			}
+			a, oka := r.quotaResult(st, RowRetryableHTTP, n)
+			b, okb := r.quotaResult(st, RowOneBroker, n)
+			if oka && okb && n == r.Quota.Callers && b.Waste() > 0 && a.Waste()/b.Waste() < 10 {
+				out = append(out, fmt.Sprintf("%s, %d callers: row a wasted %.2f refused calls per window, row b %.2f over the whole run, %d of row b's %d refusals in the first window (where nothing is known before the first answer).",
+					st, n, a.Waste(), b.Waste(), b.First().Refused, b.Stats.Refused))
+			}
+		}
+	}
+	return out
+}
+
+// quotaRowFindings explains the misses of one broker row, from its own
+// figures.
+func quotaRowFindings(q QuotaResult) []string {
+	var out []string
+	name := fmt.Sprintf("%s row %s, %d callers", q.Style, q.Row, q.Callers)
+	st := q.Stats
+	if judgedLater(q) {
+		name += ", after the first window"
+		st = q.Later()
+		if len(st.Windows) == 0 {
+			return nil
+		}
+	}
+	if st.Goodput() < 0.95 {
+		idle := 0
+		for _, w := range st.Windows {
+			if w.Accepted < st.Quota && w.Refused == 0 {
+				idle++
+			}
+		}
+		msg := fmt.Sprintf("%s: goodput %s.", name, pct(st.Goodput()))
+		if idle > 0 {
+			msg += fmt.Sprintf(" In %d of %d windows the provider accepted fewer than Q = %d calls and refused none: the broker held its callers (gate closed, or calls held beyond a learned quota) while quota was left, so the loss is the broker's, not the callers'.", idle, len(st.Windows), st.Quota)
+		}
+		out = append(out, msg)
+	}
+	if !announcesNothing(q.Style) {
+		if st.Refused > 0 || st.Early > 0 {
+			out = append(out, fmt.Sprintf("%s: %d refused calls (max %d in a window), %d early sends, although every accepted response carried the remaining count and the reset; refused, early per window: %s.",
+				name, st.Refused, st.MaxRefusedInAWindow(), st.Early, perWindow(q.Stats)))
+		}
+		return out
+	}
+	if st.MaxRefusedInAWindow() > 1 || st.Early > 0 {
+		msg := fmt.Sprintf("%s: %.2f refused calls per window (max %d; first window %d), %d early sends (first window %d); refused, early per window: %s.",
+			name, st.RefusedPerWindow(), st.MaxRefusedInAWindow(), q.First().Refused, st.Early, q.First().Early, perWindow(q.Stats))
+		var held, bad []fakeprovider.WindowStats
+		for _, w := range st.Windows {
+			if w.Refused <= 1 && w.Early == 0 {
+				held = append(held, w)
+			} else {
+				bad = append(bad, w)
+			}
+		}
+		if len(held) > 0 {
+			var parts []string
+			for _, w := range bad {
+				parts = append(parts, fmt.Sprintf("window %d: %d refused, %d early, the first refusal %s into the window after %d accepted calls", w.Index, w.Refused, w.Early, fmtDur(w.FirstRefusal), w.Accepted))
+			}
+			msg += fmt.Sprintf(" The broker held its callers beyond the learned quota in %d of %d later windows (≤ 1 refusal, no early send) and not in the others (%s): learning works, but not every time, which points at the broker (a race in holding or releasing the calls), not at the provider's style.",
+				len(held), len(st.Windows), strings.Join(parts, "; "))
+		} else {
+			msg += fmt.Sprintf(" The %s style sends nothing on accepted calls, so a broker that does not hold calls back beyond a learned quota learns that the quota is gone only from each window's first refusal, and the calls already on their way are refused too (up to C − 1 = %d per window).", q.Style, q.Callers-1)
+			if first := float64(q.First().Refused); first > 0 && st.RefusedPerWindow() >= first/2 {
+				msg += " No later window did better than half the first: no learned quota held calls back in this run (learning off, or not implemented by this broker)."
+			}
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// perWindow lists "refused/early" for every window of s, e.g. "15/14, 1/0".
+func perWindow(s fakeprovider.Stats) string {
+	var parts []string
+	for _, w := range s.Windows {
+		parts = append(parts, fmt.Sprintf("%d/%d", w.Refused, w.Early))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func bulletList(items []string) string {

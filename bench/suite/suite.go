@@ -1,9 +1,15 @@
 // Package suite is the retry broker's benchmark suite: it measures, in one
 // run on one machine, how much of a provider's quota the broker spends on
-// calls that will be refused (against callers retrying on their own), and
-// what it costs to go through it (against an empty gRPC handler, a minimal
-// forwarder and direct HTTP), plus parked-call memory, scale figures and
-// streaming (ExecuteStream memory, throughput and time to first byte).
+// calls that will be refused (against callers retrying on their own), how
+// many calls reach an upstream during an outage (go-retryablehttp callers,
+// a broker without and with its failure breaker), and what it costs to go
+// through it (against an empty gRPC handler, a minimal forwarder and direct
+// HTTP), plus parked-call memory, scale figures and streaming
+// (ExecuteStream memory, throughput and time to first byte).
+//
+// The brokers of the quota and outage scenarios run with --config files the
+// suite writes (bench/suite/brokerconfig.go) and checks first with
+// `broker config check`: a broker that refuses one fails its rows loudly.
 //
 // Every process and every request stays on 127.0.0.1, and every request
 // loop is bounded in count and time. Run it with
@@ -21,6 +27,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +63,7 @@ type Options struct {
 	// Styles, when not empty, limits the quota scenario to these styles.
 	Styles []string
 	// Only, when not empty, limits the run to these scenarios: "quota",
-	// "overhead", "parked", "scale", "stream".
+	// "outage", "overhead", "parked", "scale", "stream".
 	Only []string
 }
 
@@ -68,10 +76,13 @@ type Report struct {
 	Command  string
 	Quota    QuotaParams
 	QuotaRes []QuotaResult
-	Overhead OverheadParams
-	OverRes  []OverheadResult
-	Parked   []ParkedResult
-	Config   []ConfigResult
+	// Outage and OutageRes are the outage scenario.
+	Outage    OutageParams
+	OutageRes []OutageResult
+	Overhead  OverheadParams
+	OverRes   []OverheadResult
+	Parked    []ParkedResult
+	Config    []ConfigResult
 	// BrokerBase is a broker without --config, beside Config's brokers.
 	BrokerBase *BrokerBaseline
 	RedisOps   []RedisOpsResult
@@ -116,36 +127,76 @@ func (s *suite) redis(ctx context.Context) (*redisServer, error) {
 	return s.redisSrv, s.redisErr
 }
 
+// Sizes are the sizes of every scenario of a run.
+type Sizes struct {
+	Quota    QuotaParams
+	Outage   OutageParams
+	Overhead OverheadParams
+	Parked   ParkedParams
+	Scale    ScaleParams
+}
+
+// HerdCallers is the number of callers of the quota rows that show the
+// herd effect (beside the rows with QuotaParams.Callers).
+const HerdCallers = 100
+
 // Params returns the scenario sizes for a full or a quick run.
-func Params(quick bool) (q QuotaParams, o OverheadParams, p ParkedParams, sc ScaleParams) {
+func Params(quick bool) Sizes {
+	outageSetups := []OutageSetup{OutageRetryableHTTP, OutageNoBreaker, OutageBreaker}
 	if quick {
-		q = QuotaParams{
-			Callers: 4, Quota: 10, Window: time.Second, Windows: 1, MaxCallsPerCaller: 2000,
-			Cases: []QuotaCase{
-				{fakeprovider.GitHub, RowRetryableHTTP},
-				{fakeprovider.GitHub, RowOneBroker},
-				{fakeprovider.GitHub, RowRedis3},
-				{fakeprovider.GitHub, RowMemory3},
-				{fakeprovider.Azure, RowOneBroker},
-				{fakeprovider.Jira, RowOneBroker},
+		return Sizes{
+			Quota: QuotaParams{
+				Callers: 4, Quota: 10, Window: time.Second, Windows: 2, MaxCallsPerCaller: 2000,
+				Cases: []QuotaCase{
+					{Style: fakeprovider.GitHub, Row: RowRetryableHTTP},
+					{Style: fakeprovider.GitHub, Row: RowOneBroker},
+					{Style: fakeprovider.GitHub, Row: RowRedis3},
+					{Style: fakeprovider.GitHub, Row: RowMemory3},
+					{Style: fakeprovider.Azure, Row: RowOneBroker},
+					{Style: fakeprovider.Jira, Row: RowOneBroker},
+					{Style: fakeprovider.RetryAfter, Row: RowOneBroker},
+					{Style: fakeprovider.RetryAfter, Row: RowRedis3, Callers: HerdCallers},
+				},
 			},
+			Outage: OutageParams{
+				Rate: 40, Warmup: 300 * time.Millisecond, Outage: 2 * time.Second, Recovery: 3 * time.Second, OpenFor: time.Second,
+				CallTimeout: 10 * time.Second, Bin: 250 * time.Millisecond, Setups: outageSetups,
+			},
+			Overhead: OverheadParams{Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000},
+			Parked:   ParkedParams{Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond},
+			Scale:    ScaleParams{Tenants: []int{1, 1000}, RedisExecutes: 20},
 		}
-		o = OverheadParams{Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000}
-		p = ParkedParams{Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond}
-		sc = ScaleParams{Tenants: []int{1, 1000}, RedisExecutes: 20}
-		return q, o, p, sc
 	}
 	var cases []QuotaCase
 	for _, st := range fakeprovider.Styles {
 		for _, r := range []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3} {
-			cases = append(cases, QuotaCase{st, r})
+			cases = append(cases, QuotaCase{Style: st, Row: r})
+		}
+		// The herd rows: b and c for every style, and a for retry-after
+		// only, where go-retryablehttp makes a herd of its own at every
+		// announced time (it honours Retry-After; elsewhere it backs off
+		// as at 16 callers), to keep make bench within its time.
+		herd := []Row{RowOneBroker, RowRedis3}
+		if st == fakeprovider.RetryAfter {
+			herd = []Row{RowRetryableHTTP, RowOneBroker, RowRedis3}
+		}
+		for _, r := range herd {
+			cases = append(cases, QuotaCase{Style: st, Row: r, Callers: HerdCallers})
 		}
 	}
-	q = QuotaParams{Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 4, MaxCallsPerCaller: 200_000, Cases: cases}
-	o = OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000}
-	p = ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond}
-	sc = ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500}
-	return q, o, p, sc
+	openFor := 5 * time.Second
+	return Sizes{
+		// Three windows: the first, where nothing is known, and two after it
+		// (four would add 50 s to make bench).
+		Quota: QuotaParams{Callers: 16, Quota: 50, Window: 2 * time.Second, Windows: 3, MaxCallsPerCaller: 200_000, Cases: cases},
+		Outage: OutageParams{
+			Rate: 50, Warmup: time.Second, Outage: 10 * time.Second, Recovery: 2*openFor + time.Second, OpenFor: openFor,
+			CallTimeout: 30 * time.Second, Bin: 500 * time.Millisecond, Setups: outageSetups,
+		},
+		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000},
+		Parked:   ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond},
+		Scale:    ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500},
+	}
 }
 
 // Run runs the suite and writes the report and charts. It returns the
@@ -169,14 +220,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	rep := &Report{Quick: o.Quick, Machine: machineInfo(root), Started: time.Now(), Command: o.Command}
-	if s.brokerBin == "" {
+	built := s.brokerBin == ""
+	if built {
 		s.logf("building the broker (go build ./cmd/broker)")
 		s.brokerBin, err = buildBroker(ctx, root, tmp)
 		if err != nil {
 			return nil, err
 		}
 	}
-	qp, op, pp, sp := Params(o.Quick)
+	rep.Machine.Broker = brokerProvenance(s.brokerBin, built, rep.Machine.Commit)
+	if err := checkNames(o); err != nil {
+		return nil, err
+	}
+	sz := Params(o.Quick)
+	qp, op, pp, sp, up := sz.Quota, sz.Overhead, sz.Parked, sz.Scale, sz.Outage
 	if len(o.Styles) > 0 {
 		var keep []QuotaCase
 		for _, c := range qp.Cases {
@@ -188,7 +245,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		qp.Cases = keep
 	}
-	rep.Quota, rep.Overhead = qp, op
+	rep.Quota, rep.Overhead, rep.Outage = qp, op, up
 	want := func(name string) bool {
 		if len(o.Only) == 0 {
 			return true
@@ -214,6 +271,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, r := range rep.QuotaRes {
 			if r.Err != "" {
 				rep.Errors = append(rep.Errors, fmt.Sprintf("quota %s/%s: %s", r.Style, r.Row, r.Err))
+			}
+		}
+	}
+	if want("outage") && ctx.Err() == nil {
+		rep.OutageRes = s.outageRun(ctx, up)
+		for _, r := range rep.OutageRes {
+			if r.Err != "" {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("outage %s: %s", r.Setup, r.Err))
 			}
 		}
 	}
@@ -266,6 +331,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, werr
+}
+
+// Scenarios lists the scenario names Options.Only accepts, in run order.
+// "stream" is the streaming scenario, added on main beside these (its own
+// files); it is listed here so that naming it is never refused.
+var Scenarios = []string{"scale", "quota", "outage", "overhead", "parked", "stream"}
+
+// checkNames refuses unknown scenario and style names, so that a typo
+// does not silently run nothing.
+func checkNames(o Options) error {
+	for _, n := range o.Only {
+		if !slices.Contains(Scenarios, n) {
+			return fmt.Errorf("unknown scenario %q (known: %s)", n, strings.Join(Scenarios, ", "))
+		}
+	}
+	for _, st := range o.Styles {
+		if !slices.Contains(fakeprovider.Styles, fakeprovider.Style(st)) {
+			return fmt.Errorf("unknown provider style %q (known: %v)", st, fakeprovider.Styles)
+		}
+	}
+	return nil
 }
 
 // chartLinks returns the chart directory relative to the document, for links.

@@ -74,13 +74,30 @@ func TestQuickRun(t *testing.T) {
 		t.Fatalf("scenario errors: %q\n%s", rep.Errors, log.String())
 	}
 
-	qp, op, pp, sp := suite.Params(true)
+	sz := suite.Params(true)
+	qp, op, pp, sp := sz.Quota, sz.Overhead, sz.Parked, sz.Scale
 	if len(rep.QuotaRes) != len(qp.Cases) {
 		t.Errorf("quota rows: %d, want %d", len(rep.QuotaRes), len(qp.Cases))
 	}
-	for _, q := range rep.QuotaRes {
+	for i, q := range rep.QuotaRes {
 		if q.Calls == 0 || q.Stats.Accepted == 0 {
-			t.Errorf("quota %s/%s: no calls reached the provider: %+v", q.Style, q.Row, q)
+			t.Errorf("quota %s/%s: no calls reached the provider: %+v", q.Style, q.Label(), q)
+		}
+		if want := qp.Cases[i].Callers; want != 0 && q.Callers != want {
+			t.Errorf("quota %s/%s: %d callers, want %d", q.Style, q.Label(), q.Callers, want)
+		}
+		if len(q.Stats.Windows) != qp.Windows || len(q.Later().Windows) != qp.Windows-1 {
+			t.Errorf("quota %s/%s: %d windows, %d after the first", q.Style, q.Label(), len(q.Stats.Windows), len(q.Later().Windows))
+		}
+	}
+	if len(rep.OutageRes) != len(sz.Outage.Setups) {
+		t.Errorf("outage setups: %d, want %d", len(rep.OutageRes), len(sz.Outage.Setups))
+	}
+	for _, o := range rep.OutageRes {
+		// The upstream is down for a while in every setup: some call
+		// reaches it then, and the load goes on after the recovery.
+		if o.Calls == 0 || o.Stats.During == 0 || len(o.Bins) == 0 {
+			t.Errorf("outage %s: nothing measured: %+v", o.Setup, o)
 		}
 	}
 	if want := len(op.Concurrency) * 5; len(rep.OverRes) != want {
@@ -111,7 +128,9 @@ func TestQuickRun(t *testing.T) {
 	md := rep.Markdown()
 	for _, want := range []string{
 		"### Targets", "| target | measured | met |",
-		"### Quota citizenship", "| style | row |", "| github | a |", "| github | b |",
+		"### Quota citizenship", "| style | row |", "| github | a |", "| github | b |", "| retry-after | b |", "| retry-after | c | 3 brokers, shared Redis | 100 |",
+		"### Outage", "| a | – |", "| broker, no breaker | `breaker: {disabled: true}` |", "| broker, breaker | `breaker: {",
+		"outage: with the breaker, the first success comes",
 		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
 		"### Parked calls", "### Scale", "round trips / Execute",
 		"### Streaming", "minimal streaming forwarder", "time to first byte",
@@ -124,12 +143,12 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 4. Scale", "benchmarks/" + suite.ChartGoodput} {
+	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("%s lacks %q", doc, want)
 		}
 	}
-	for _, name := range []string{suite.ChartGoodput, suite.ChartWaste, suite.ChartLatencyClassify, suite.ChartLatencyExecute, suite.ChartRatio} {
+	for _, name := range []string{suite.ChartGoodput, suite.ChartWaste, suite.ChartOutage, suite.ChartLatencyClassify, suite.ChartLatencyExecute, suite.ChartRatio} {
 		f, err := os.Open(filepath.Join(charts, name))
 		if err != nil {
 			t.Error(err)

@@ -3,7 +3,7 @@
 // tables and writes docs/benchmarks.md and the PNG charts in
 // docs/benchmarks/.
 //
-//	go run ./bench/cmd/benchsuite            # the full run (about 5 minutes)
+//	go run ./bench/cmd/benchsuite            # the full run (about 7 minutes)
 //	go run ./bench/cmd/benchsuite -quick     # a smoke run (seconds)
 //
 // All traffic stays on 127.0.0.1. It needs go (to build ./cmd/broker,
@@ -29,8 +29,8 @@ func main() {
 	redisBin := flag.String("redis-server", "", "redis-server binary (default: from PATH)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown report to write (empty: none)")
 	charts := flag.String("charts", "docs/benchmarks", "directory for the PNG charts (empty: none)")
-	only := flag.String("only", "", "comma-separated scenarios to run: quota, overhead, parked, scale, stream (default: all)")
-	styles := flag.String("styles", "", "comma-separated provider styles for the quota scenario: github, azure, jira (default: all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: quota, outage, overhead, parked, scale, stream (default: all)")
+	styles := flag.String("styles", "", "comma-separated provider styles for the quota scenario: github, azure, jira, retry-after (default: all)")
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "stop the run after this long")
 	flag.Parse()
@@ -47,6 +47,9 @@ func main() {
 	if *only != "" {
 		cmdline += " -only " + *only
 	}
+	if *styles != "" {
+		cmdline += " -styles " + *styles
+	}
 	o := suite.Options{
 		Quick: *quick, BrokerBin: *brokerBin, RedisServer: *redisBin,
 		DocPath: *doc, ChartDir: *charts, TraceDir: *trace, Command: cmdline, Log: os.Stderr,
@@ -56,7 +59,6 @@ func main() {
 	}
 	if *styles != "" {
 		o.Styles = strings.Split(*styles, ",")
-		cmdline += " -styles " + *styles
 	}
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
