@@ -24,15 +24,16 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	if err != nil {
 		return nil, err
 	}
-	u, transport, err := validateClassify(req)
-	if err != nil {
-		return nil, err
-	}
+	var v violations // the request's faults and an unknown provider, together
+	u, transport := validateClassify(&v, req)
 	pol, err := s.resolve(t, req.GetPolicy())
-	if err != nil {
-		return nil, err
+	if err == nil {
+		checkProvider(&v, pol, req.GetProvider())
 	}
-	if err := checkProvider(pol, req.GetProvider()); err != nil {
+	if verr := v.err(); verr != nil {
+		return nil, verr
+	}
+	if err != nil {
 		return nil, err
 	}
 	provider := chooseProvider(pol, req.GetProvider(), u)
@@ -80,13 +81,12 @@ func (s *Service) ClassifyResponse(ctx context.Context, req *rbv1.ClassifyRespon
 	return &rbv1.ClassifyResponseResponse{Decision: decisionToProto(d, provider)}, nil
 }
 
-// validateClassify checks the request and returns its URL (nil when unset)
+// validateClassify adds the request's faults to v and returns its URL (nil when unset)
 // and transport error (TransportNone when a status is set).
-func validateClassify(req *rbv1.ClassifyResponseRequest) (*url.URL, engine.TransportError, error) {
-	var v violations
+func validateClassify(v *violations, req *rbv1.ClassifyResponseRequest) (*url.URL, engine.TransportError) {
 	var u *url.URL
 	kind := engine.TransportNone
-	checkMethod(&v, "method", req.GetMethod())
+	checkMethod(v, "method", req.GetMethod())
 	te := req.GetTransportError()
 	switch {
 	case te != rbv1.TransportError_TRANSPORT_ERROR_UNSPECIFIED && req.GetStatusCode() != 0:
@@ -102,8 +102,8 @@ func validateClassify(req *rbv1.ClassifyResponseRequest) (*url.URL, engine.Trans
 			kind = k
 		}
 	}
-	checkHeaders(&v, "headers", req.GetHeaders())
-	checkHeaders(&v, "request_headers", req.GetRequestHeaders())
+	checkHeaders(v, "headers", req.GetHeaders())
+	checkHeaders(v, "request_headers", req.GetRequestHeaders())
 	if req.GetAttempt() > engine.MaxAttemptNumber {
 		v.add("attempt", "must be at most %d, got %d", engine.MaxAttemptNumber, req.GetAttempt())
 	}
@@ -123,7 +123,7 @@ func validateClassify(req *rbv1.ClassifyResponseRequest) (*url.URL, engine.Trans
 			u = parsed
 		}
 	}
-	return u, kind, v.err()
+	return u, kind
 }
 
 // chooseProvider picks the reader: the request's override, then the

@@ -73,15 +73,19 @@ func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engin
 	if err != nil {
 		return nil, "", err
 	}
-	u, err := validateExecute(req)
-	if err != nil {
-		return nil, "", err
-	}
+	// The request's own faults and an unknown provider are answered
+	// together, in one INVALID_ARGUMENT: the provider can only be checked
+	// against the resolved policy's catalog.
+	var v violations
+	u := validateExecute(&v, req)
 	tp, err := s.resolve(t, req.GetPolicy())
-	if err != nil {
-		return nil, "", err
+	if err == nil {
+		checkProvider(&v, tp, req.GetProvider())
 	}
-	if err := checkProvider(tp, req.GetProvider()); err != nil {
+	if verr := v.err(); verr != nil {
+		return nil, "", verr
+	}
+	if err != nil {
 		return nil, "", err
 	}
 	pol, err := applyOverrides(tp, req)
@@ -108,15 +112,16 @@ func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engin
 	return call, provider, nil
 }
 
-func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
-	var v violations
+// validateExecute adds the request's faults to v and returns its URL (nil
+// when it has none or it is invalid).
+func validateExecute(v *violations, req *rbv1.ExecuteRequest) *url.URL {
 	r := req.GetRequest()
 	var u *url.URL
 	if r == nil {
 		v.add("request", "required")
-		return nil, v.err()
+		return nil
 	}
-	checkMethod(&v, "request.method", r.GetMethod())
+	checkMethod(v, "request.method", r.GetMethod())
 	if r.GetUrl() == "" {
 		v.add("request.url", "required")
 	} else if parsed, err := parseHTTPURL(r.GetUrl()); err != nil {
@@ -124,7 +129,7 @@ func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
 	} else {
 		u = parsed
 	}
-	checkHeaders(&v, "request.headers", r.GetHeaders())
+	checkHeaders(v, "request.headers", r.GetHeaders())
 	for i, h := range r.GetHeaders() {
 		if forbiddenRequestHeaders[http.CanonicalHeaderKey(h.GetName())] {
 			v.add(fieldIndex("request.headers", i, "name"), "%s is set by the broker and may not be sent", http.CanonicalHeaderKey(h.GetName()))
@@ -142,7 +147,7 @@ func validateExecute(req *rbv1.ExecuteRequest) (*url.URL, error) {
 	if o != nil && o.MaxResponseBody != nil && *o.MaxResponseBody == 0 {
 		v.add("overrides.max_response_body", "must be at least 1 byte")
 	}
-	return u, v.err()
+	return u
 }
 
 // applyOverrides copies the policy and narrows it by the request's

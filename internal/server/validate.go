@@ -102,18 +102,15 @@ func controlChar(s string) (int, byte, bool) {
 
 // checkProvider checks a request's provider override against the catalog
 // of the caller's policy (its tenant's: the built-in providers, the
-// configuration file's and the tenant's own), answering INVALID_ARGUMENT
-// for a name it does not hold. An empty name is no override.
-func checkProvider(pol *tenant.Policy, name string) error {
+// configuration file's and the tenant's own), adding a violation for a
+// name it does not hold. An empty name is no override.
+func checkProvider(v *violations, pol *tenant.Policy, name string) {
 	if name == "" {
-		return nil
+		return
 	}
 	if cat := pol.ProviderCatalog(); !cat.Has(name) {
-		var v violations
 		v.add("provider", "unknown provider %s (known: %s)", quoteName(name), strings.Join(cat.Names(), ", "))
-		return v.err()
 	}
-	return nil
 }
 
 // quoteName repeats a caller-given name in a message only when it looks
