@@ -52,6 +52,7 @@ const (
 	envCert                 = "BROKER_REDIS_CERT"
 	envKey                  = "BROKER_REDIS_KEY"
 	envServerName           = "BROKER_REDIS_TLS_SERVER_NAME"
+	envLocalAdmission       = "BROKER_REDIS_LOCAL_ADMISSION"
 )
 
 // redisOptions are the shared-store options, from flags and environment
@@ -62,6 +63,7 @@ type redisOptions struct {
 	sentinelUser, sentinelFile envValue
 	tls                        envBool
 	ca, cert, key, serverName  envValue
+	localAdmission             envValue
 	// getenv reads the password variables (os.Getenv outside tests).
 	getenv func(string) string
 }
@@ -125,6 +127,7 @@ func addRedisFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *redisOption
 	fs.Var(def(&o.cert, envCert, false), "redis-cert", "client certificate `file` (PEM) for Redis servers that require one; needs --redis-key; default $"+envCert)
 	fs.Var(def(&o.key, envKey, false), "redis-key", "client certificate's private key `file` (PEM); default $"+envKey)
 	fs.Var(def(&o.serverName, envServerName, false), "redis-tls-server-name", "`name` to verify in the Redis servers' certificates, instead of each address dialled; default $"+envServerName)
+	fs.Var(def(&o.localAdmission, envLocalAdmission, false), "redis-local-admission", "how long a replica admits calls on a plain gate (nothing known, nothing learned, breaker closed, no pacing) without a Redis round trip, after Redis said it is plain: a `duration`, 0 = every call a round trip; default $"+envLocalAdmission+" or "+redisstore.DefaultLocalAdmissionTTL.String()+" (docs/operations.md)")
 	return o
 }
 
@@ -298,12 +301,38 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (
 	for _, w := range warnings {
 		logger.Warn(w)
 	}
+	local, err := o.localAdmissionTTL()
+	if err != nil {
+		return sharedStore{}, err
+	}
 	redis.SetLogger(redisLogger{logger})
-	rs, err := redisstore.Open(ctx, cfg)
+	rs, err := redisstore.Open(ctx, cfg, redisstore.WithLocalAdmission(local))
 	if err != nil {
 		return sharedStore{}, fmt.Errorf("shared store: %w", err)
 	}
 	return sharedStore{store: store.NewFallback(rs, memstore.New()), describe: describeRedis(cfg)}, nil
+}
+
+// maxLocalAdmissionTTL bounds --redis-local-admission: should an
+// announcement that a gate closed be lost (the subscription breaks
+// unnoticed), a replica goes on admitting on that gate at most this long.
+const maxLocalAdmissionTTL = 10 * time.Second
+
+// localAdmissionTTL is --redis-local-admission: redisstore's default when
+// not given.
+func (o *redisOptions) localAdmissionTTL() (time.Duration, error) {
+	v := strings.TrimSpace(o.localAdmission.value)
+	if v == "" {
+		return redisstore.DefaultLocalAdmissionTTL, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: want a duration such as 250ms, or 0 to turn local admission off", o.localAdmission.source("redis-local-admission"))
+	}
+	if d > maxLocalAdmissionTTL {
+		return 0, fmt.Errorf("%s: %s is longer than %s, the longest a lost announcement may go unnoticed", o.localAdmission.source("redis-local-admission"), d, maxLocalAdmissionTTL)
+	}
+	return d, nil
 }
 
 // describeRedis says how the broker reaches Redis, without secrets.
@@ -335,6 +364,12 @@ func startSharedState(ctx context.Context, st store.Store, hs *server.Health, me
 	fb, ok := st.(*store.Fallback)
 	if !ok {
 		return
+	}
+	if rs, ok := fb.Primary().(*redisstore.Store); ok && rs.LocalAdmissionTTL() > 0 {
+		mets.WatchLocalAdmission(func() metrics.LocalAdmission {
+			ls := rs.LocalAdmissionStats()
+			return metrics.LocalAdmission{Admitted: ls.Admitted, Flushed: ls.Flushed, Dropped: ls.Dropped, Live: ls.Live}
+		})
 	}
 	var mu sync.Mutex
 	last := store.Health{Since: time.Now()}

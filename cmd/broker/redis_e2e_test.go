@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -482,5 +483,62 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	if !strings.Contains(p.logs.String(), "cause=unreachable") {
 		t.Fatalf("the outage was not logged as unreachable:\n%s", p.logs.String())
+	}
+}
+
+// TestLocalAdmissionAcrossReplicas: broker B admits calls on a plain gate
+// without a round trip (its metrics count them) for up to 10 s after Redis
+// said the gate is plain; broker A then meets a 429 with Retry-After and
+// closes the gate. B must learn of it from the announcement, not from its
+// 10 s expiry: 50 ms later its next call is answered GATE_CLOSED and sends
+// nothing upstream. A runs with local admission off and exports no local
+// admission metrics.
+func TestLocalAdmissionAcrossReplicas(t *testing.T) {
+	srv := redistest.StartServer(t)
+	var closed atomic.Bool
+	up := newCountingUpstream(t, func(_ int32, w http.ResponseWriter) {
+		if closed.Load() {
+			w.Header().Set("Retry-After", "120")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	a := startRedisBroker(t, nil, "--redis", srv.URL(), "--redis-local-admission", "0")
+	b := startRedisBroker(t, nil, "--redis", srv.URL(), "--redis-local-admission", "10s")
+	for _, p := range []*redisBroker{a, b} {
+		p.waitHealth(t, StoreHealthService, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+	}
+	live := regexp.MustCompile(`(?m)^retrybroker_store_local_admission_live 1$`)
+	deadline := time.Now().Add(10 * time.Second)
+	for !live.MatchString(b.metricsText(t)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker B's local admission never became live:\n%s", b.metricsText(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 20 {
+		if resp, err := b.execute(up.URL + "/repos"); err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
+			t.Fatalf("broker B call %d: %v %v", i, err, resp.GetOutcome())
+		}
+	}
+	admitted := regexp.MustCompile(`(?m)^retrybroker_store_local_admissions_total (\d+)$`).FindStringSubmatch(b.metricsText(t))
+	if admitted == nil || admitted[1] == "0" {
+		t.Fatalf("broker B admitted nothing locally over 20 calls on a plain gate: %v", admitted)
+	}
+	if text := a.metricsText(t); strings.Contains(text, "retrybroker_store_local_") {
+		t.Fatal("broker A (local admission off) exports local admission metrics")
+	}
+
+	closed.Store(true)
+	before := up.n.Load()
+	if resp, err := a.execute(up.URL + "/repos"); err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_HINT_EXCEEDS_MAX_DELAY {
+		t.Fatalf("broker A: %v %v", err, resp.GetOutcome())
+	}
+	time.Sleep(50 * time.Millisecond)
+	resp, err := b.execute(up.URL + "/repos")
+	if err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_GATE_CLOSED || len(resp.GetAttempts()) != 0 {
+		t.Fatalf("broker B after A closed the gate: %v %v with %d attempts, want GATE_CLOSED and none", err, resp.GetOutcome(), len(resp.GetAttempts()))
+	}
+	if got := up.n.Load() - before; got != 1 {
+		t.Fatalf("upstream saw %d calls after the gate closed, want A's one", got)
 	}
 }

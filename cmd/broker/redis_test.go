@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/retrybroker/retrybroker/internal/store/redisstore"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
@@ -180,5 +182,35 @@ func TestDescribeRedisHasNoSecret(t *testing.T) {
 	cfg, _, _ = parseRedis(t, nil, "--redis", "redis://u:s3cret@h:1/0").redisConfig()
 	if d := describeRedis(cfg); strings.Contains(d, "s3cret") {
 		t.Fatalf("describeRedis = %q", d)
+	}
+}
+
+func TestRedisLocalAdmissionFlag(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want time.Duration
+		err  string
+	}{
+		{nil, nil, redisstore.DefaultLocalAdmissionTTL, ""},
+		{nil, []string{"--redis-local-admission", "0"}, 0, ""},
+		{nil, []string{"--redis-local-admission", "1s"}, time.Second, ""},
+		{map[string]string{envLocalAdmission: "100ms"}, nil, 100 * time.Millisecond, ""},
+		{map[string]string{envLocalAdmission: "100ms"}, []string{"--redis-local-admission", "2s"}, 2 * time.Second, ""},
+		{nil, []string{"--redis-local-admission", "-1s"}, 0, "--redis-local-admission: want a duration"},
+		{nil, []string{"--redis-local-admission", "10s"}, 10 * time.Second, ""},
+		{nil, []string{"--redis-local-admission", "11s"}, 0, "--redis-local-admission: 11s is longer than 10s"},
+		{map[string]string{envLocalAdmission: "soon"}, nil, 0, "$" + envLocalAdmission + ": want a duration"},
+	} {
+		got, err := parseRedis(t, c.env, c.args...).localAdmissionTTL()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v %q: err %v, want %q", c.env, c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%v %q = %v, %v; want %v", c.env, c.args, got, err, c.want)
+		}
 	}
 }

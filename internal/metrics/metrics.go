@@ -147,6 +147,42 @@ func (m *Metrics) Waiting(cause string, delta int) {
 // InFlight tracks Execute calls in progress.
 func (m *Metrics) InFlight(delta int) { m.inFlight.Add(float64(delta)) }
 
+// LocalAdmission is what a Redis store's local admission did so far.
+type LocalAdmission struct {
+	Admitted, Flushed, Dropped int64
+	Live                       bool
+}
+
+// WatchLocalAdmission exports a Redis store's local admission, read from
+// stats at every scrape: attempts admitted without a round trip, count
+// writes, counts lost, and whether it is working (its invalidation
+// subscription is confirmed).
+func (m *Metrics) WatchLocalAdmission(stats func() LocalAdmission) {
+	counter := func(name, help string, v func(LocalAdmission) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(stats())) })
+	}
+	m.registry.MustRegister(
+		counter("retrybroker_store_local_admissions_total",
+			"Attempts a replica admitted on a plain gate without a Redis round trip (--redis-local-admission).",
+			func(s LocalAdmission) int64 { return s.Admitted }),
+		counter("retrybroker_store_local_flushes_total",
+			"Writes of locally admitted attempts' counts to Redis (one per gate and learning epoch, or tenant budget).",
+			func(s LocalAdmission) int64 { return s.Flushed }),
+		counter("retrybroker_store_local_dropped_total",
+			"Counts of locally admitted attempts lost to a failed write (learning and the breaker see fewer attempts).",
+			func(s LocalAdmission) int64 { return s.Dropped }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "retrybroker_store_local_admission_live",
+			Help: "1 while local admission works (its invalidation subscription is confirmed), 0 while every attempt asks Redis.",
+		}, func() float64 {
+			if stats().Live {
+				return 1
+			}
+			return 0
+		}),
+	)
+}
+
 // SetStoreDegraded reports whether the shared store is unreachable.
 func (m *Metrics) SetStoreDegraded(degraded bool) {
 	if degraded {

@@ -9,8 +9,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -140,16 +143,18 @@ func BenchmarkExecuteStore(b *testing.B) {
 	}))
 	defer up.Close()
 	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
-	rs, err := redisstore.New(context.Background(), redistest.Start(b))
-	if err != nil {
-		b.Fatal(err)
-	}
+	url := redistest.Start(b)
+	rtLocal, rtRemote := &roundTrips{}, &roundTrips{}
+	local := redisBench(b, url, rtLocal) // the default: plain gates admitted locally
+	remote := redisBench(b, url, rtRemote, redisstore.WithLocalAdmission(0))
 	stores := []struct {
 		name string
 		st   store.Store
+		rt   *roundTrips
 	}{
-		{"memory", memstore.New()},
-		{"redis", store.NewFallback(rs, memstore.New())},
+		{"memory", memstore.New(), nil},
+		{"redis", store.NewFallback(local, memstore.New()), rtLocal},
+		{"redis_every_admit_a_round_trip", store.NewFallback(remote, memstore.New()), rtRemote},
 	}
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
 	for _, s := range stores {
@@ -161,6 +166,10 @@ func BenchmarkExecuteStore(b *testing.B) {
 			client := benchServe(b, server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)))
 			b.ReportAllocs()
 			b.SetParallelism(benchParallelism)
+			var before int64
+			if s.rt != nil {
+				before = s.rt.n.Load()
+			}
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					resp, err := client.Execute(context.Background(), req)
@@ -170,11 +179,52 @@ func BenchmarkExecuteStore(b *testing.B) {
 					}
 				}
 			})
+			if s.rt != nil {
+				b.ReportMetric(float64(s.rt.n.Load()-before)/float64(b.N), "redis-roundtrips/op")
+			}
 			if fb, ok := s.st.(*store.Fallback); ok && fb.Degraded() {
 				b.Fatal("the Redis store degraded during the benchmark: the figure would be the memory store's")
 			}
 		})
 	}
+}
+
+// roundTrips is a go-redis hook that counts round trips: one per command
+// or pipeline sent.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// redisBench returns a Redis store on url, with the broker's client
+// settings, counting its round trips in rt; with local admission on, it
+// waits until that works.
+func redisBench(b *testing.B, url string, rt *roundTrips, opts ...redisstore.Option) *redisstore.Store {
+	b.Helper()
+	rs, err := redisstore.New(context.Background(), url, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs.AddHook(rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rs.LocalAdmissionReady(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return rs
 }
 
 // benchParallelism is goroutines per GOMAXPROCS in the parallel benchmarks.

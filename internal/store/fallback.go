@@ -305,6 +305,9 @@ func NewFallback(primary, local Store, opts ...FallbackOption) *Fallback {
 	}
 }
 
+// Primary returns the store f serves from while it is healthy.
+func (f *Fallback) Primary() Store { return f.primary }
+
 // Degraded reports whether the primary is currently not in use.
 func (f *Fallback) Degraded() bool { return f.degraded.Load() }
 

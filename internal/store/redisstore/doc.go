@@ -47,6 +47,14 @@
 // on. A probe, a refusal, a failure, an observation or a retry to spend
 // costs one more (Complete).
 //
+// With local admission ([WithLocalAdmission], on by default) an Admit on a
+// plain gate costs no round trip once the script has reported the gate
+// plain: the store admits by itself until the TTL runs out or any replica
+// announces, on the channel <prefix>plain, that it made the gate non-plain
+// (Complete's script publishes the gate's state key); the counts reach
+// Redis within 10 ms, before any other script of the same store on that
+// gate. See localAdmission in local.go for the guarantees.
+//
 // # Keys
 //
 // Every key starts with a prefix (default "rb:v1:"), then a Redis Cluster
@@ -153,10 +161,12 @@
 // TTLs are set relative (PEXPIRE), so clock skew between brokers and Redis
 // never expires a key early.
 //
-// An ACL user needs, on the keys of the prefix (~rb:v1:*), the commands of
-// redistest.BrokerACL: PING, CLUSTER SLOTS (cluster), EVALSHA, EVAL,
-// SCRIPT LOAD, and the commands the scripts run (GET SET DEL PEXPIRE PTTL
-// HGET HMGET HSET HINCRBY HGETALL ZADD ZREM ZCOUNT ZREMRANGEBYSCORE).
+// An ACL user needs, on the keys and channels of the prefix (~rb:v1:*
+// &rb:v1:*), the commands of redistest.BrokerACL: PING, CLUSTER SLOTS
+// (cluster), EVALSHA, EVAL, SCRIPT LOAD, PUBLISH and SUBSCRIBE (local
+// admission), and the commands the scripts run (GET SET DEL PEXPIRE PTTL
+// HGET HMGET HSET HDEL HINCRBY HGETALL HKEYS ZADD ZREM ZCARD ZCOUNT ZRANGE
+// ZRANGEBYSCORE ZREMRANGEBYSCORE ZSCORE).
 //
 // # Failures
 //

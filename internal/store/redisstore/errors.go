@@ -125,8 +125,9 @@ func classifyReply(msg string) store.Cause {
 		return store.CauseClusterDown
 	case "ERR":
 		switch {
-		case strings.Contains(rest, "can't run this command"), strings.Contains(rest, "no permissions"):
-			return store.CauseNoPerm // a script's command refused by the ACL (Redis 7.0)
+		case strings.Contains(rest, "can't run this command"), strings.Contains(rest, "no permissions"),
+			strings.Contains(rest, "can't publish to the channel"), strings.Contains(rest, "can't access"):
+			return store.CauseNoPerm // a script's command, key or channel refused by the ACL (Redis 7.0)
 		case strings.Contains(rest, "cluster support disabled"):
 			return store.CauseNotCluster
 		case strings.Contains(rest, "invalid password"), strings.Contains(rest, "invalid username-password"),

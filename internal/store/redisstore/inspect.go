@@ -9,10 +9,14 @@ import (
 
 var _ store.Inspector = (*Store)(nil)
 
-// InspectGate implements store.Inspector in one read-only script call.
+// InspectGate implements store.Inspector in one read-only script call
+// (after this replica's counts of locally admitted attempts on the gate,
+// in the same round trip).
 func (s *Store) InspectGate(ctx context.Context, g store.GateKey, now time.Time) (store.GateInfo, error) {
-	res, err := inspectScript.Run(ctx, s.client,
-		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.quota(g), s.keys.state(g)}, micros(now)).Int64Slice()
+	stateKey := s.keys.state(g)
+	res, err := s.run(ctx, stateKey, "", admitPending, inspectScript,
+		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.quota(g), stateKey, s.keys.index(g.Tenant)},
+		micros(now), s.marginMS, s.maxGates, s.keys.member(g)).Int64Slice()
 	if err != nil {
 		return store.GateInfo{}, s.wrap("inspect", err)
 	}

@@ -89,3 +89,7 @@ func (k keys) pace(tenant, host string) string {
 func (k keys) budget(tenant string) string {
 	return k.tenant(tenant) + "b"
 }
+
+// channel is where replicas announce the gates that stop being plain (the
+// state key of each), for local admission.
+func (k keys) channel() string { return k.prefix + "plain" }

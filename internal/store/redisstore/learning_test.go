@@ -137,7 +137,9 @@ func TestLearningBreakerOneRoundTrip(t *testing.T) {
 	client := redis.NewClient(o)
 	log := &cmdLog{}
 	client.AddHook(log)
-	s, err := redisstore.NewFromClient(client)
+	// Every Admit a round trip: this test counts what the scripts cost
+	// (TestLocalAdmission* count what local admission saves).
+	s, err := redisstore.NewFromClient(client, redisstore.WithLocalAdmission(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +312,7 @@ func TestEvictionDeletesKeys(t *testing.T) {
 // occasional PEXPIRE), where it ran 11 before the state writes were
 // buffered.
 func TestSteadyUseKeepsKeysAlive(t *testing.T) {
-	s, srv := newStore(t)
+	s, srv := newStore(t, redisstore.WithLocalAdmission(0)) // every Admit runs the script
 	c := rawClient(t, srv.URL())
 	ctx := context.Background()
 	g := store.GateKey{Tenant: "acme", Scope: "steady"}

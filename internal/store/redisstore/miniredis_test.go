@@ -23,6 +23,7 @@ func TestSuiteMiniredis(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
+		ready(t, s)
 		return s
 	})
 }

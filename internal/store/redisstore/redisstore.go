@@ -50,7 +50,8 @@ type options struct {
 	tune        []func(*redis.Options)
 	tuneCluster []func(*redis.ClusterOptions)
 	tuneSent    []func(*redis.FailoverOptions)
-	maxGates    int // see WithMaxGatesPerTenant
+	maxGates    int           // see WithMaxGatesPerTenant
+	localTTL    time.Duration // see WithLocalAdmission; 0 = off
 }
 
 // WithTicketTTL sets how long an in-flight registration lives when it is
@@ -62,6 +63,20 @@ func WithTicketTTL(d time.Duration) Option {
 			o.ticketTTL = d
 		}
 	}
+}
+
+// WithLocalAdmission sets how long a replica admits attempts on a plain
+// gate (no known quota, no pacing, nothing learned, a closed breaker)
+// without a round trip, after Redis reported it plain; zero or negative
+// turns local admission off, so that every Admit is a round trip. The
+// default is DefaultLocalAdmissionTTL. With it on, the store subscribes to
+// the channel on which the replicas announce the gates that stop being
+// plain. Every replica announces, local admission on or off, so replicas
+// with different settings may share a Redis; the ACL user needs PUBLISH
+// (and, with local admission on, SUBSCRIBE) on the channel <prefix>plain.
+// See localAdmission for the guarantees.
+func WithLocalAdmission(ttl time.Duration) Option {
+	return func(o *options) { o.localTTL = max(ttl, 0) }
 }
 
 // WithKeyPrefix replaces DefaultKeyPrefix, for instance to share one Redis
@@ -188,6 +203,7 @@ type Store struct {
 	idPrefix  string
 	nextID    atomic.Uint64
 	closed    atomic.Bool
+	local     *localAdmission // nil: off
 }
 
 var (
@@ -261,7 +277,7 @@ func NewFromClient(client redis.UniversalClient, opts ...Option) (*Store, error)
 }
 
 func buildOptions(opts []Option) options {
-	o := options{ticketTTL: store.DefaultTicketTTL, prefix: DefaultKeyPrefix, maxGates: DefaultMaxGatesPerTenant}
+	o := options{ticketTTL: store.DefaultTicketTTL, prefix: DefaultKeyPrefix, maxGates: DefaultMaxGatesPerTenant, localTTL: DefaultLocalAdmissionTTL}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -430,7 +446,7 @@ func checkAddrs(what string, addrs []string) error {
 func newStore(client redis.UniversalClient, topo Topology, o options) *Store {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return &Store{
+	s := &Store{
 		client:    client,
 		topology:  topo,
 		keys:      keys{prefix: o.prefix},
@@ -440,7 +456,15 @@ func newStore(client redis.UniversalClient, topo Topology, o options) *Store {
 		tolUS:     int64(store.QuotaWindowTolerance / time.Microsecond),
 		idPrefix:  "r" + hex.EncodeToString(b[:]) + ".",
 	}
+	if o.localTTL > 0 {
+		s.local = newLocalAdmission(s, o.localTTL)
+	}
+	return s
 }
+
+// AddHook adds a go-redis hook (instrumentation: it sees every command
+// and pipeline the store sends) to the store's client.
+func (s *Store) AddHook(h redis.Hook) { s.client.AddHook(h) }
 
 // Topology returns how the store reaches Redis.
 func (s *Store) Topology() Topology { return s.topology }
@@ -516,12 +540,20 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	if req.FirstAttempt && !req.Budget.Unlimited() {
 		window = req.Budget.WindowSeconds()
 	}
-	id := s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 36)
 	g := req.Gate
-	res, err := admitScript.Run(ctx, s.client,
+	stateKey, budgetKey := s.keys.state(g), s.keys.budget(g.Tenant)
+	var seq uint64
+	if s.local != nil {
+		if adm, ok := s.local.admit(req, stateKey, budgetKey); ok {
+			return adm, nil
+		}
+		seq = s.local.mark()
+	}
+	id := s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 36)
+	res, err := s.run(ctx, stateKey, "", admitPending, admitScript,
 		[]string{
-			s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), s.keys.budget(g.Tenant),
-			s.keys.quota(g), s.keys.state(g), s.keys.index(g.Tenant),
+			s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), budgetKey,
+			s.keys.quota(g), stateKey, s.keys.index(g.Tenant),
 		},
 		now, id, s.ticketTTL,
 		int64(req.Pace.Interval()/time.Microsecond), req.Pace.BurstOrOne(),
@@ -534,8 +566,11 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return store.Admission{}, unexpected("admit", res)
+	}
+	if s.local != nil {
+		s.local.remember(req, stateKey, res[0] == 0 && res[6] == 1, res[5], seq)
 	}
 	wait := time.Duration(res[2]) * time.Microsecond
 	switch res[0] {
@@ -554,6 +589,28 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	default:
 		return store.Admission{PaceDenied: true, PaceWait: wait}, nil
 	}
+}
+
+// admitPending appends admitScript's optional gate payload.
+func admitPending(args []any, g *gatePending, _ *budgetPending) []any {
+	if g == nil {
+		return args
+	}
+	return gatePayload(args, g)
+}
+
+// completePending appends completeScript's optional gate and budget
+// payloads.
+func completePending(args []any, g *gatePending, b *budgetPending) []any {
+	if g == nil {
+		args = append(args, "0")
+	} else {
+		args = gatePayload(append(args, "1"), g)
+	}
+	if b == nil {
+		return append(args, "0")
+	}
+	return budgetPayload(append(args, "1"), b)
 }
 
 // Complete implements store.Store in one script call.
@@ -615,9 +672,18 @@ func (s *Store) complete(ctx context.Context, op string, st settlement) (store.C
 		st.ticket.Epoch, int(st.result), flag(st.observed),
 	}
 	args = append(args, breakerArgs(st.breaker)...)
-	args = append(args, limit, s.maxGates, s.keys.member(g), int64(st.learning.Expiry()/time.Microsecond))
-	res, err := completeScript.Run(ctx, s.client,
-		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant), s.keys.quota(g), s.keys.state(g), s.keys.index(g.Tenant)},
+	stateKey, budgetKey := s.keys.state(g), ""
+	if st.spend {
+		budgetKey = s.keys.budget(g.Tenant)
+	}
+	if s.local != nil {
+		s.local.forget(stateKey) // this replica is about to change the gate
+	}
+	// Every replica announces the gates it makes non-plain, local
+	// admission on or off: another replica may admit on them locally.
+	args = append(args, limit, s.maxGates, s.keys.member(g), int64(st.learning.Expiry()/time.Microsecond), s.keys.channel())
+	res, err := s.run(ctx, stateKey, budgetKey, completePending, completeScript,
+		[]string{s.keys.gate(g), s.keys.inflight(g), s.keys.budget(g.Tenant), s.keys.quota(g), stateKey, s.keys.index(g.Tenant)},
 		args...,
 	).Int64Slice()
 	if err != nil {
@@ -667,6 +733,11 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.local != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*DefaultIOTimeout)
+		s.local.close(ctx)
+		cancel()
 	}
 	if err := s.client.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		return fmt.Errorf("redisstore: close: %w", err)

@@ -60,18 +60,39 @@ func patient(o *redis.Options) {
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = 5*time.Second, 5*time.Second, 5*time.Second, 5*time.Second
 }
 
+// TestSuite runs the store suite with local admission on (waiting until
+// it works, so that plain gates are admitted without a round trip) and off
+// (every Admit a round trip): the same semantics either way.
 func TestSuite(t *testing.T) {
 	url := redistest.Start(t) // one server; each subtest gets its own key prefix
 	var n atomic.Int64
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := redisstore.New(context.Background(), url,
-			redisstore.WithKeyPrefix(fmt.Sprintf("suite%d:", n.Add(1))), redisstore.WithRedisOptions(patient))
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	})
+	for _, mode := range []struct {
+		name string
+		ttl  time.Duration
+	}{{"local", redisstore.DefaultLocalAdmissionTTL}, {"remote", 0}} {
+		t.Run(mode.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store {
+				s, err := redisstore.New(context.Background(), url, redisstore.WithLocalAdmission(mode.ttl),
+					redisstore.WithKeyPrefix(fmt.Sprintf("suite%d:", n.Add(1))), redisstore.WithRedisOptions(patient))
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				ready(t, s)
+				return s
+			})
+		})
+	}
+}
+
+// ready waits (at most 10 s) until s admits locally, when that is on.
+func ready(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.LocalAdmissionReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func rawClient(t *testing.T, url string) *redis.Client {
@@ -492,7 +513,7 @@ func TestAdmitOneRoundTrip(t *testing.T) {
 	client := redis.NewClient(o)
 	log := &cmdLog{}
 	client.AddHook(log)
-	s, err := redisstore.NewFromClient(client)
+	s, err := redisstore.NewFromClient(client, redisstore.WithLocalAdmission(0)) // every Admit a round trip
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,32 +16,40 @@ local function fmt(n) return string.format('%d', n) end
 
 local function num(v) return tonumber(v or '') or 0 end
 
-local function budget_bump(key, now, window, kind, margin_ms)
-  local sec = math.floor(now / 1000000)
+-- budget_add counts n first attempts (kind 'q') or retries ('r') in the
+-- bucket of second sec, unless that bucket already counts a later second
+-- (sec then left the window).
+local function budget_add(key, now, sec, window, kind, n, margin_ms)
   local stamp = fmt(sec)
   local i = fmt(sec % window)
   local v = redis.call('HMGET', key, 's' .. i, 'kx')
+  local cur = tonumber(v[1] or '')
+  if cur and cur > sec then return end
   -- The hash lives its window plus the margin after now; when that passes
   -- kx, kx is raised one window more.
   local need = now + window * 1000000 + margin_ms * 1000
   local kx = num(v[2])
   local keep = kx < need
   if keep then kx = need + window * 1000000 end
-  if v[1] ~= stamp then
+  if cur ~= sec then
     local q, r = '0', '0'
-    if kind == 'q' then q = '1' else r = '1' end
+    if kind == 'q' then q = fmt(n) else r = fmt(n) end
     if keep then
       redis.call('HSET', key, 's' .. i, stamp, 'q' .. i, q, 'r' .. i, r, 'kx', fmt(kx))
     else
       redis.call('HSET', key, 's' .. i, stamp, 'q' .. i, q, 'r' .. i, r)
     end
   else
-    redis.call('HINCRBY', key, kind .. i, 1)
+    redis.call('HINCRBY', key, kind .. i, n)
     if keep then redis.call('HSET', key, 'kx', fmt(kx)) end
   end
   if keep then
     redis.call('PEXPIRE', key, fmt(math.ceil((kx - now) / 1000)))
   end
+end
+
+local function budget_bump(key, now, window, kind, margin_ms)
+  budget_add(key, now, math.floor(now / 1000000), window, kind, 1, margin_ms)
 end
 
 local function budget_sums(key, now, window)
@@ -77,16 +85,18 @@ local function quota_read(key, now)
 end
 
 -- quota_apply records one observed quota and returns until when the quota
--- hash now lives (0 when it holds nothing).
+-- hash now lives (0 when it holds nothing), and whether the gate had no
+-- live quota before (it became known).
 local function quota_apply(key, now, remaining, reset, tol, margin)
   local r, w, u = quota_read(key, now)
   if r and reset < w - tol then
-    return u -- a late response from an older window
+    return u, false -- a late response from an older window
   end
   if reset <= now then
     redis.call('DEL', key) -- the window already reset
-    return 0
+    return 0, false
   end
+  local fresh = not r
   if not r or reset > w + tol then
     r, w, u = remaining, reset, reset -- a new window
   else
@@ -94,7 +104,7 @@ local function quota_apply(key, now, remaining, reset, tol, margin)
   end
   redis.call('HSET', key, 'r', fmt(r), 'w', fmt(w), 'u', fmt(u))
   redis.call('PEXPIRE', key, fmt(math.ceil((u - now) / 1000) + margin))
-  return u
+  return u, fresh
 end
 
 -- closed_until returns until when the gate is closed at now (0 = open),
@@ -391,7 +401,86 @@ local function index_touch(idx, member, free, now, max_gates, margin, s)
 end
 `
 
-const luaHelpers = luaBudget + luaGate + luaState + luaIndex
+// luaPending applies the counts of attempts a replica admitted locally
+// (see localAdmission), as admitScript would have counted them. The
+// counts come as payloads in ARGV: the flush scripts take one, and
+// admitScript, completeScript and inspectScript take them after their own
+// arguments, so that a replica's operation on a gate sees, atomically and
+// in order, every attempt it admitted before.
+//
+// A gate payload is: epoch (0 = none), attempts admitted in it, learning
+// idle expiry µs (0 = learning off), breaker window s (0 = breaker off),
+// the latest attempt's time µs, k, then k pairs of a Unix second and the
+// calls admitted in it. The attempts count in the epoch only while it is
+// the gate's current one; the learned state's idle expiry runs from the
+// latest attempt; calls of seconds that left the breaker's window are
+// dropped.
+//
+// A budget payload is: window s, the latest attempt's time µs, k, then k
+// pairs of a Unix second and the first attempts admitted in it; seconds
+// that left the window are dropped.
+const luaPending = `
+local function pending_gate(skey, ikey, member, margin, max_gates, i)
+  local epoch, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local expiry, w = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local now, k = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local s = state_read(skey, now, w)
+  local dirty = false
+  if expiry > 0 and s.learn then
+    if epoch ~= 0 and epoch == s.le and n > 0 then
+      s.la = s.la + n
+      put(s, 'la', fmt(s.la))
+    end
+    if now + expiry > s.lx then
+      s.lx = now + expiry
+      put(s, 'lx', fmt(s.lx))
+    end
+    dirty = true
+  end
+  if w > 0 then
+    local cur = math.floor(now / 1000000)
+    local bx = s.bx
+    for j = i + 6, i + 5 + 2 * k, 2 do
+      local sec, calls = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+      if sec > cur - w and sec <= cur then
+        local b = fmt(sec % w)
+        local v = redis.call('HMGET', skey, 'bs' .. b, 'bc' .. b)
+        local stamp = num(v[1])
+        if stamp == sec then
+          put(s, 'bc' .. b, fmt(num(v[2]) + calls))
+        elseif stamp < sec then
+          put(s, 'bs' .. b, fmt(sec)); put(s, 'bc' .. b, fmt(calls)); put(s, 'bf' .. b, '0')
+        end
+        s.bx = math.max(s.bx, (sec + w) * 1000000)
+        dirty = true
+      end
+    end
+    if s.bx ~= bx then brk_write(s) end
+  end
+  if dirty then
+    local f, expire = state_plan(s, now, margin)
+    if f > 0 then
+      index_touch(ikey, member, f + margin * 1000 + 1000, now, max_gates, margin, s)
+    end
+    state_commit(skey, s, now, expire)
+  end
+  return i + 6 + 2 * k
+end
+
+local function pending_budget(bkey, margin, i)
+  local window, now, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local cur = math.floor(now / 1000000)
+  for j = i + 3, i + 2 + 2 * k, 2 do
+    local sec, n = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+    if sec > cur - window and sec <= cur and n > 0 then
+      budget_add(bkey, now, sec, window, 'q', n, margin)
+    end
+  end
+  return i + 3 + 2 * k
+end
+`
+
+const luaHelpers = luaBudget + luaGate + luaState + luaIndex + luaPending
 
 // admitScript checks the gate, the breaker, the learned quota and pacing,
 // and registers an admitted attempt: in the in-flight set when the gate has
@@ -405,11 +494,16 @@ const luaHelpers = luaBudget + luaGate + luaState + luaIndex
 // no pacing), 5 burst, 6 max pacing wait µs, 7 budget window s (0 = do not
 // count), 8 key margin ms, 9 learning ('1' or '0'), 10 learning idle
 // expiry µs, 11 breaker ('1' or '0'), 12 breaker window s, 13 held poll
-// µs, 14 gates per tenant, 15 index member.
+// µs, 14 gates per tenant, 15 index member, then optionally a gate
+// payload of this replica's local admissions (see luaPending).
 // Returns {kind, until µs, wait µs, registered (1 or 0), probe (1 or 0),
-// epoch}: kind 0 admitted (wait = pacing wait), 1 gate closed, 2 pace
+// epoch, plain (1 or 0)}: kind 0 admitted (wait = pacing wait; plain 1
+// when the gate is plain, see localAdmission), 1 gate closed, 2 pace
 // denied (wait = the wait), 3 breaker open, 4 held (wait = HeldFor).
 var admitScript = redis.NewScript(luaHelpers + `
+if #ARGV > 15 then
+  pending_gate(KEYS[6], KEYS[7], ARGV[15], tonumber(ARGV[8]), tonumber(ARGV[14]), 16)
+end
 local now = tonumber(ARGV[1])
 local id = ARGV[2]
 local ttl = tonumber(ARGV[3])
@@ -420,7 +514,7 @@ local brk_w = tonumber(ARGV[12])
 local max_gates = tonumber(ARGV[14])
 local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[5], now)
 if g > 0 then
-  return {1, g, 0, 0, 0, 0}
+  return {1, g, 0, 0, 0, 0, 0}
 end
 
 local s
@@ -432,7 +526,7 @@ if learn_on or brk_on then
 end
 if brk_on and s.bo > 0 then
   if s.bo > now then
-    return {3, s.bo, 0, 0, 0, 0}
+    return {3, s.bo, 0, 0, 0, 0, 0}
   end
   for_b = true -- half open
 end
@@ -480,7 +574,7 @@ end
 
 if probe and s.pi ~= '' then
   finish(0)
-  return {4, 0, math.min(tonumber(ARGV[13]), s.px - now), 0, 0, 0}
+  return {4, 0, math.min(tonumber(ARGV[13]), s.px - now), 0, 0, 0, 0}
 end
 -- A learning probe goes only once the epoch's learned calls are back: an
 -- accepted probe must show room beyond them, not win a race against the
@@ -489,7 +583,7 @@ if for_l and not for_b then
   local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #first > 0 then
     finish(0)
-    return {4, 0, math.min(tonumber(ARGV[13]), tonumber(first[2]) - now), 0, 0, 0}
+    return {4, 0, math.min(tonumber(ARGV[13]), tonumber(first[2]) - now), 0, 0, 0, 0}
   end
 end
 -- In an epoch with a learned quota, the learned calls are registered in
@@ -505,7 +599,7 @@ if interval > 0 then
   if wait < 0 then wait = 0 end
   if wait > tonumber(ARGV[6]) then
     finish(0)
-    return {2, 0, wait, 0, 0, 0}
+    return {2, 0, wait, 0, 0, 0, 0}
   end
   redis.call('SET', KEYS[3], fmt(newtat), 'PX', fmt(math.max(1, math.ceil((newtat - now) / 1000))))
 end
@@ -547,7 +641,16 @@ end
 finish(free)
 local p = 0
 if probe then p = 1 end
-return {0, 0, wait, registered, p, epoch}
+-- plain: the next attempts on this gate would be admitted the same way
+-- while nothing but their counts changes (see localAdmission): no known
+-- quota, no pacing, nothing registered, a closed breaker, and learning
+-- (when on) in an epoch that learned nothing yet and was not ended.
+local plain = 0
+if not known and interval == 0 and registered == 0 and (not brk_on or s.bo == 0) and
+    (not learn_on or (s.learn and not s.lk and not s.ld)) then
+  plain = 1
+end
+return {0, 0, wait, registered, p, epoch, plain}
 `)
 
 // completeScript ends an attempt (or, with an empty ticket id, records a
@@ -566,11 +669,24 @@ return {0, 0, wait, registered, p, epoch}
 // '0'), 16 breaker ('1' or '0'), 17 breaker window s, 18 breaker min
 // calls, 19 breaker failure ratio, 20 breaker open for µs, 21 breaker max
 // open µs, 22 gate bound µs (now + max gate), 23 gates per tenant,
-// 24 index member, 25 learning idle expiry µs.
+// 24 index member, 25 learning idle expiry µs, 26 the channel on which to
+// publish the state key's name when the gate stops being plain (empty =
+// none; see localAdmission); then optionally this replica's local
+// admissions (see luaPending): "1" and a gate payload, or "0"; then "1"
+// and a budget payload, or "0".
 // Returns {closed until µs (0 = open), retry allowed (1 or 0), breaker
 // open until µs (0 = not open), breaker change (0 none, 1 opened, 2
 // reopened, 3 closed: store.BreakerChange)}.
 var completeScript = redis.NewScript(luaHelpers + `
+if #ARGV > 26 then
+  local i = 28
+  if ARGV[27] == '1' then
+    i = pending_gate(KEYS[5], KEYS[6], ARGV[24], tonumber(ARGV[11]), tonumber(ARGV[23]), 28)
+  end
+  if ARGV[i] == '1' then
+    pending_budget(KEYS[3], tonumber(ARGV[11]), i + 1)
+  end
+end
 local now = tonumber(ARGV[1])
 local ticket = ARGV[2]
 local margin = tonumber(ARGV[11])
@@ -597,8 +713,14 @@ if target > cur then
   redis.call('SET', KEYS[1], fmt(target), 'PX', fmt(math.ceil((target - now) / 1000) + margin))
   free = target
 end
+-- notify: the gate stops being plain (see admitScript) for replicas that
+-- admit it locally: it closed, its quota became known, its learning epoch
+-- ended, or its breaker changed.
+local notify = target > cur and target > now
 if ARGV[4] == '1' then
-  free = math.max(free, quota_apply(KEYS[4], now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[12]), margin))
+  local u, fresh = quota_apply(KEYS[4], now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[12]), margin)
+  free = math.max(free, u)
+  notify = notify or fresh
 end
 local allowed = 1
 local window = tonumber(ARGV[8])
@@ -614,6 +736,7 @@ end
 local brk_w = 0
 if ARGV[16] == '1' then brk_w = tonumber(ARGV[17]) end
 local s = state_read(KEYS[5], now, brk_w)
+local was_ended = s.ld
 local dirty = false
 local pr_l, pr_b = false, false -- the attempt was the probe (for learning, for the breaker)
 local epoch = tonumber(ARGV[13])
@@ -684,7 +807,33 @@ end
 local g = closed_until(target, KEYS[2], KEYS[4], now)
 local bo = 0
 if s.bo > now then bo = s.bo end
+if ARGV[26] ~= '' and (notify or change ~= 0 or (s.ld and not was_ended)) then
+  redis.call('PUBLISH', ARGV[26], KEYS[5])
+end
 return {g, allowed, bo, change}
+`)
+
+// flushGateScript records on a gate what attempts admitted locally did
+// (see luaPending).
+//
+// KEYS: 1 state, 2 index.
+// ARGV: 1 key margin ms, 2 gates per tenant, 3 index member, then a gate
+// payload (see luaPending).
+// Returns 1.
+var flushGateScript = redis.NewScript(luaHelpers + `
+pending_gate(KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[1]), tonumber(ARGV[2]), 4)
+return 1
+`)
+
+// flushBudgetScript counts in a tenant's budget the first attempts
+// admitted locally (see luaPending).
+//
+// KEYS: 1 budget.
+// ARGV: 1 key margin ms, then a budget payload (see luaPending).
+// Returns 1.
+var flushBudgetScript = redis.NewScript(luaHelpers + `
+pending_budget(KEYS[1], tonumber(ARGV[1]), 2)
+return 1
 `)
 
 // stateScript reads the gate's state, as admitScript checks it.
@@ -702,14 +851,18 @@ return {g, bo}
 `)
 
 // inspectScript reads one gate's state for the admin view; it writes
-// nothing.
+// nothing but this replica's local admissions, when given.
 //
-// KEYS: 1 gate, 2 in-flight set, 3 quota, 4 state.
-// ARGV: 1 now µs.
+// KEYS: 1 gate, 2 in-flight set, 3 quota, 4 state, 5 index.
+// ARGV: 1 now µs, 2 key margin ms, 3 gates per tenant, 4 index member,
+// then optionally a gate payload (see luaPending).
 // Returns {closed until µs, breaker open until µs, in flight, quota known
 // (1 or 0), remaining, reset µs, learning (1 or 0), epoch, admitted, not
 // accepted, learned (1 or 0), L, probe in flight (1 or 0)}.
 var inspectScript = redis.NewScript(luaHelpers + `
+if #ARGV > 4 then
+  pending_gate(KEYS[4], KEYS[5], ARGV[4], tonumber(ARGV[2]), tonumber(ARGV[3]), 5)
+end
 local now = tonumber(ARGV[1])
 local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[3], now)
 local s = state_read(KEYS[4], now, 0)

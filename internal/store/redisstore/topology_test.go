@@ -84,7 +84,9 @@ func TestSuiteTopologies(t *testing.T) {
 			cfg := topo.cfg(t)
 			var n atomic.Int64
 			storetest.Run(t, func(t *testing.T) store.Store {
-				return open(t, cfg, redisstore.WithKeyPrefix(fmt.Sprintf("rb:v1:%s%d:", topo.name, n.Add(1))))
+				s := open(t, cfg, redisstore.WithKeyPrefix(fmt.Sprintf("rb:v1:%s%d:", topo.name, n.Add(1))))
+				ready(t, s) // local admission on, with its subscription on this topology
+				return s
 			})
 		})
 	}
@@ -174,6 +176,20 @@ func misconfigurations() []misconfigured {
 			cfg.Username, cfg.Password = redistest.UserOtherKeys, s.Password(redistest.UserOtherKeys)
 			return open(t, cfg)
 		}},
+		{"ACL user without the announcement channel", store.CauseNoPerm, func(t *testing.T) *redisstore.Store {
+			srv := redistest.StartServer(t)
+			admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer admin.Close()
+			// The broker's ACL but for the channel: resetchannels alone.
+			acl := []any{"ACL", "SETUSER", "nochannel", "on", ">pw", "~rb:v1:*", "resetchannels", "-@all"}
+			for _, c := range strings.Fields(redistest.BrokerACL) {
+				acl = append(acl, c)
+			}
+			if err := admin.Do(context.Background(), acl...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return open(t, redisstore.Config{URL: srv.URL(), Username: "nochannel", Password: "pw"})
+		}},
 		{"out of memory", store.CauseOOM, func(t *testing.T) *redisstore.Store {
 			return open(t, redisstore.Config{URL: redistest.StartServer(t, "--maxmemory", "1", "--maxmemory-policy", "noeviction").URL()})
 		}},
@@ -226,6 +242,19 @@ func TestVerifyNamesMisconfigurations(t *testing.T) {
 			if m.cause == store.CauseMoved {
 				return // some tenants' keys are on the node at hand
 			}
+			if strings.Contains(m.name, "announcement channel") {
+				// Only a script that closes a gate publishes: an Admit
+				// works, the Complete of a refusal does not.
+				g := store.GateKey{Tenant: "acme", Scope: "github"}
+				if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, FirstAttempt: true, Budget: store.DefaultBudget(), Now: storetest.T0}); err != nil {
+					t.Fatalf("Admit: %v", err)
+				}
+				_, err = s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{CloseUntil: storetest.T0.Add(time.Minute)}, Result: store.ResultRefused, Now: storetest.T0})
+				if got := store.CauseOf(err); got != m.cause {
+					t.Fatalf("Observe: cause %q (%v), want %q", got, err, m.cause)
+				}
+				return
+			}
 			_, err = s.Admit(ctx, store.AdmitRequest{Gate: store.GateKey{Tenant: "acme", Scope: "github"}, FirstAttempt: true, Budget: store.DefaultBudget(), Now: storetest.T0})
 			if got := store.CauseOf(err); got != m.cause {
 				t.Fatalf("Admit: cause %q (%v), want %q", got, err, m.cause)
@@ -242,7 +271,7 @@ func TestVerifyNamesMisconfigurations(t *testing.T) {
 func TestClusterOneRoundTrip(t *testing.T) {
 	c := cluster3.Get(t)
 	s := open(t, redisstore.Config{ClusterAddrs: c.Addrs(), Username: redistest.UserBroker, Password: c.BrokerPassword()},
-		redisstore.WithKeyPrefix("rb:v1:rt:"))
+		redisstore.WithKeyPrefix("rb:v1:rt:"), redisstore.WithLocalAdmission(0)) // every Admit a round trip
 	ctx := context.Background()
 	gates := []store.GateKey{{Tenant: "acme"}, {Tenant: "globex"}, {Tenant: "initech"}, {Tenant: "umbrella"}}
 	// Warm up: load the slot map and the scripts on every master.

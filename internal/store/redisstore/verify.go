@@ -13,7 +13,7 @@ import (
 )
 
 // scripts are the store's scripts, preloaded by Open.
-var scripts = []*redis.Script{admitScript, completeScript, stateScript}
+var scripts = []*redis.Script{admitScript, completeScript, stateScript, flushGateScript, flushBudgetScript, inspectScript}
 
 // movedProbes is how many more hash tags a non-cluster client reads, after
 // the full check, to find out whether it is talking to one node of a
@@ -33,7 +33,9 @@ const maxTagSearch = 1 << 16
 // admits and registers an attempt with pacing and a budget (Admit), reads
 // the gate closed by that attempt (GateState) and completes it (Complete),
 // then admits an attempt with learning and the breaker on (the state and
-// index writes), and checks every result. On a cluster it does so on every
+// index writes), writes the counts of one more attempt as local admission
+// does (the flush scripts) and reads them back (InspectGate), and checks
+// every result. On a cluster it does so on every
 // master, with a tenant whose hash tag lands on that master's slots; on
 // one server (or Sentinel's master) it then reads 15 more gates of other
 // hash tags, so that a cluster behind a single-node client is found out by
@@ -161,6 +163,28 @@ func (s *Store) verifyOn(ctx context.Context, t string) error {
 	}
 	if !a.Admitted() || a.Probe || a.Ticket.Epoch == 0 {
 		return bad("Admit with learning and the breaker", a)
+	}
+	// The counts of one more attempt, as local admission writes them
+	// (flush scripts, and the payload of the next script on the gate):
+	// the epoch has admitted two.
+	sec := now.Unix()
+	extra := &taken{
+		gates: []*gatePending{{
+			gate: learned, sig: admitSig{learnExpiry: int64(short / time.Microsecond), brkWindow: 1},
+			epoch: a.Ticket.Epoch, n: 1, last: now, calls: map[int64]int64{sec: 1},
+		}},
+		budgets: []*budgetPending{{window: 1, last: now, q: map[int64]int64{sec: 1}}},
+		budKey:  []string{s.keys.budget(t)},
+	}
+	if err := s.pipeline(ctx, s.flushCalls(extra)); err != nil {
+		return s.wrap("verify", err)
+	}
+	info, err := s.InspectGate(ctx, learned, now)
+	if err != nil {
+		return err
+	}
+	if info.Epoch != a.Ticket.Epoch || info.Admitted != 2 {
+		return bad("the counts of a locally admitted attempt", info)
 	}
 	return nil
 }

@@ -216,7 +216,7 @@ func baseArgs(port int, dir string) []string {
 func writeBrokerACL(dir, password string) (string, error) {
 	path := filepath.Join(dir, "users.acl")
 	acl := "user default on nopass ~* &* +@all\n" +
-		"user " + UserBroker + " on >" + password + " ~rb:v1:* resetchannels -@all " + BrokerACL + "\n"
+		"user " + UserBroker + " on >" + password + " ~rb:v1:* " + BrokerChannels + " -@all " + BrokerACL + "\n"
 	return path, os.WriteFile(path, []byte(acl), 0o600)
 }
 

@@ -39,13 +39,18 @@ const (
 )
 
 // BrokerACL is the command list the broker's Redis user needs (after
-// -@all, on the keys rb:v1:*): PING for checks, CLUSTER SLOTS for a
-// cluster client, the scripts (EVALSHA, EVAL, SCRIPT LOAD) and the
-// commands they run. AUTH and HELLO need no permission. The topology tests
-// run the store suite and Verify as this user on every topology;
-// docs/operations.md shows the same list.
-const BrokerACL = "+ping +cluster|slots +evalsha +eval +script|load " +
+// -@all, on the keys and channels rb:v1:*, see BrokerChannels): PING for checks, CLUSTER SLOTS for a cluster client, the
+// scripts (EVALSHA, EVAL, SCRIPT LOAD) and the commands they run, and
+// PUBLISH and SUBSCRIBE for local admission's announcements. AUTH and HELLO
+// need no permission. The topology tests run the store suite and Verify as
+// this user on every topology; docs/operations.md shows the same list.
+const BrokerACL = "+ping +cluster|slots +evalsha +eval +script|load +publish +subscribe " +
 	"+get +set +del +pexpire +pttl +hget +hmget +hset +hdel +hincrby +hgetall +hkeys +zadd +zrem +zcard +zcount +zrange +zrangebyscore +zremrangebyscore +zscore"
+
+// BrokerChannels is the channel rule of the broker's Redis user: the
+// channels of its prefix, on which replicas announce gates that stop being
+// plain (rb:v1:plain with the default prefix).
+const BrokerChannels = "resetchannels &rb:v1:*"
 
 // TLSServer is a redis-server that accepts only TLS connections with a
 // client certificate from its own CA, and only ACL users with a password.
@@ -210,7 +215,7 @@ func (s *TLSServer) writeFiles(dir string) error {
 
 	perms := map[string]string{
 		UserAdmin:     "~* &* +@all",
-		UserBroker:    "~rb:v1:* resetchannels -@all " + BrokerACL,
+		UserBroker:    "~rb:v1:* " + BrokerChannels + " -@all " + BrokerACL,
 		UserReadOnly:  "~rb:v1:* resetchannels -@all +@connection +@read +@scripting +info +command +cluster|slots",
 		UserOtherKeys: "~other:* resetchannels +@all",
 	}
