@@ -244,10 +244,10 @@ first SERVING health answer, and its heap in use and RSS once ready (the
 first row is a broker without --config, for comparison).
 
 Redis operations: one broker per topology runs Execute calls one at a time,
-after 5 warm-up calls, on each of three topologies: one server (`+"`--redis`"+`),
-the 3-master cluster of the quota rows (`+"`--redis-cluster`"+` with every node as a
-seed) and a master with one replica and one sentinel (`+"`--redis-sentinel`"+`; all
-formed by `+"`internal/store/redistest`"+`, on loopback). Three cases: one attempt
+after 5 warm-up calls, on each of three topologies: one server (` + "`--redis`" + `),
+the 3-master cluster of the quota rows (` + "`--redis-cluster`" + ` with every node as a
+seed) and a master with one replica and one sentinel (` + "`--redis-sentinel`" + `; all
+formed by ` + "`internal/store/redistest`" + `, on loopback). Three cases: one attempt
 whose 200 carries GitHub quota headers (x-ratelimit-remaining, -reset), one
 attempt whose plain 200 reports nothing, and two attempts (a 503 with
 Retry-After: 0, then a plain 200). How each column is counted:
@@ -258,7 +258,7 @@ Retry-After: 0, then a plain 200). How each column is counted:
   the master's writes).
 - **top-level commands / Execute**: the commands clients sent, from the same
   INFO commandstats: every command outside the ACL categories @read and
-  @write, as the server lists them (`+"`ACL CAT`"+`): EVALSHA, EVAL, PING, HELLO,
+  @write, as the server lists them (` + "`ACL CAT`" + `): EVALSHA, EVAL, PING, HELLO,
   CLUSTER SLOTS, ... (the broker runs data commands only inside its scripts),
   plus every call refused before it ran (rejected_calls, such as a MOVED
   redirection); on Sentinel also the commands the sentinel processed for

@@ -3,8 +3,8 @@ package suite
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
