@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -75,10 +76,13 @@ func (s *suite) writeBrokerConfig(ctx context.Context, c brokerConfig) (string, 
 	return path, nil
 }
 
-// checkBrokerConfig runs `broker config check path`.
+// checkBrokerConfig runs `broker config check path`, killed after 30 s.
 func checkBrokerConfig(ctx context.Context, bin, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "config", "check", path)
 	cmd.Env = cleanEnv()
+	setParentDeathSignal(cmd)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

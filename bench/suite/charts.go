@@ -23,7 +23,7 @@ func drawCharts(r *Report, dir string) error {
 			quotaChart(r, filepath.Join(dir, ChartGoodput), "Goodput: accepted calls / (quota × windows), whole run", "goodput (% of quota)",
 				func(q QuotaResult) float64 { return 100 * q.Goodput() }, 95, "target 95%", "%.0f"),
 			quotaChart(r, filepath.Join(dir, ChartWaste), "Waste: refused calls per window, after the first window", "refused calls per window",
-				func(q QuotaResult) float64 { return q.Later().RefusedPerWindow() }, 1, "target ≤ 1 (rows b, c)", "%.1f"))
+				func(q QuotaResult) float64 { return q.Later().RefusedPerWindow() }, 1, "target ≤ 1 (rows b, c, c-cluster, d-cluster)", "%.1f"))
 	}
 	if len(r.OutageRes) > 0 {
 		errs = append(errs, outageChart(r, filepath.Join(dir, ChartOutage)))
@@ -44,7 +44,10 @@ func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) f
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
-	short := map[Row]string{RowRetryableHTTP: "a: own retries", RowOneBroker: "b: 1 broker", RowRedis3: "c: 3 + Redis", RowMemory3: "d: 3 × memory"}
+	short := map[Row]string{
+		RowRetryableHTTP: "a: own retries", RowOneBroker: "b: 1 broker", RowRedis3: "c: 3 + Redis", RowMemory3: "d: 3 × memory",
+		RowClusterShared: "c: 3 + cluster", RowClusterSeeds: "d: 3 + cluster\n(1 seed each)",
+	}
 	type group struct {
 		row     Row
 		callers int
@@ -52,7 +55,7 @@ func quotaChart(r *Report, path, title, ylabel string, value func(QuotaResult) f
 	var groups []group
 	var names []string
 	for _, n := range r.quotaCallers() {
-		for _, row := range []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3} {
+		for _, row := range Rows {
 			for _, q := range r.QuotaRes {
 				if q.Row == row && q.Callers == n {
 					groups = append(groups, group{row, n})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 )
 
 // Chart file names, in ChartDir.
@@ -41,7 +43,7 @@ broker processes built from ` + "`./cmd/broker`" + `.
 
 `)
 	b.WriteString("## Reproduce\n\n```sh\n" + r.Command + "\n```\n\n")
-	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,outage,overhead,parked,scale,stream` runs some scenarios only, `-styles github,azure,jira,retry-after` some provider styles only (unknown names are refused); `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it).\n\n")
+	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,outage,overhead,parked,scale,stream` runs some scenarios only, `-styles github,azure,jira,retry-after` some provider styles only (unknown names are refused); `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it); `-redis-server PATH` names the binary of the single server, while the cluster and Sentinel nodes (`internal/store/redistest`) always use the one on PATH.\n\n")
 	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| broker | %s |\n| run time | %s |\n\n",
 		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), orDash(m.Broker), r.Elapsed.Round(time.Second))
@@ -80,7 +82,7 @@ broker processes built from ` + "`./cmd/broker`" + `.
 	b.WriteString("## 1. Quota citizenship\n\n")
 	p := r.Quota
 	fmt.Fprintf(&b, `C callers (C = %d, and C = %d for the rows that show the herd effect: rows b
-and c of every style, and row a of retry-after) call one fake
+and c of every style, and rows a and c-cluster of retry-after) call one fake
 provider for %d windows of W = %v, with a quota of Q = %d calls per window.
 Window k covers [start + k·W, start + (k+1)·W); for github and jira the start
 is a whole second, so the reset they announce is exactly the window boundary.
@@ -103,6 +105,35 @@ own what to do after each call:
 - **c**: as b, through 3 broker replicas sharing one Redis, calls spread round
   robin over the replicas.
 - **d**: as c, but each replica has its own memory store.
+- **c-cluster**: as c, on a Redis Cluster of %d masters without replicas
+  (redis-server processes on loopback ports that the suite forms with
+  CLUSTER ADDSLOTSRANGE and MEET, through `+"`internal/store/redistest`"+`, and
+  stops by their pids): every broker runs with `+"`--redis-cluster`"+` and the
+  three nodes as seeds. All of a tenant's keys share one hash tag, so its
+  state lives on the master of one slot, reached through go-redis's cluster
+  client (slot map, MOVED).
+- **d-cluster**: as c-cluster, but broker i has node i alone as its seed, so
+  the three brokers reach the cluster through three different nodes, two of
+  which do not hold the tenant's slot. This is what "row d" means on a
+  cluster: row d's own question, "what if the replicas do not share their
+  state", is answered by row d already; what a user deploying on a cluster
+  needs to know is whether replicas configured with different nodes (the node
+  of their zone, a service name that resolves to one node) still share one
+  state. If they did not, this row would look like row d (every broker
+  learning alone), not like c-cluster.
+
+A full run keeps the cluster rows lean: c-cluster and d-cluster run for %s
+at C = %d, and c-cluster at C = %d for retry-after only (`+"`-quick`"+` runs d-cluster
+for retry-after alone). These two styles cover the broker's two ways of
+keeping a quota: GitHub announces it on every answer, as Jira does, and
+Retry-After announces nothing until it refuses, as Azure does, so the broker
+learns it from the refusals. Running Jira and Azure on the cluster as well
+would add about 45 s and take `+"`make bench`"+` beyond its 10 minutes. The cluster rows are judged by
+the issue's target for the cluster: at most 1 refused call per gate per window
+and 0 early sends (with the goodput target of the other broker rows, so that a
+broker that holds every call cannot pass), over the windows chosen as for the
+other rows (see below: the whole run for github and jira with C ≤ Q, the later
+windows otherwise).
 
 The provider answers in one style per row: **github** (429 with
 x-ratelimit-remaining: 0 and x-ratelimit-reset in Unix seconds; accepted calls
@@ -145,7 +176,7 @@ a moment after the caller's). Late calls count in no window.
 GitHub-style refusals use 429 here: go-retryablehttp does not retry a 403, so
 with 403 row a would loop without any backoff and look worse still.
 
-`, p.Callers, HerdCallers, p.Windows, p.Window, p.Quota, strings.Join(quotaBrokerConfig.Policy, "; "))
+`, p.Callers, HerdCallers, p.Windows, p.Window, p.Quota, strings.Join(quotaBrokerConfig.Policy, "; "), clusterMasters, styleList(ClusterStyles), p.Callers, HerdCallers)
 	b.WriteString(r.QuotaTable())
 	b.WriteString("\nSide by side (same run):\n\n")
 	b.WriteString(r.ComparisonTable())
@@ -212,10 +243,48 @@ process starts with --config on the same file: the time from exec to its
 first SERVING health answer, and its heap in use and RSS once ready (the
 first row is a broker without --config, for comparison).
 
-Redis operations: a broker with --redis runs Execute calls one at a time; the
-suite reads INFO commandstats before and after (commands run by scripts
-included) and counts request/reply round trips on the wire with a loopback
-proxy between the broker and Redis.
+Redis operations: one broker per topology runs Execute calls one at a time,
+after 5 warm-up calls, on each of three topologies: one server (` + "`--redis`" + `),
+the 3-master cluster of the quota rows (` + "`--redis-cluster`" + ` with every node as a
+seed) and a master with one replica and one sentinel (` + "`--redis-sentinel`" + `; all
+formed by ` + "`internal/store/redistest`" + `, on loopback). Three cases: one attempt
+whose 200 carries GitHub quota headers (x-ratelimit-remaining, -reset), one
+attempt whose plain 200 reports nothing, and two attempts (a 503 with
+Retry-After: 0, then a plain 200). How each column is counted:
+
+- **Redis commands / Execute**: every command the masters ran, the commands
+  run by scripts included, from INFO commandstats (calls) read before and
+  after on every master and summed; the replica is not counted (it replays
+  the master's writes).
+- **top-level commands / Execute**: the commands clients sent, from the same
+  INFO commandstats: every command outside the ACL categories @read and
+  @write, as the server lists them (` + "`ACL CAT`" + `): EVALSHA, EVAL, PING, HELLO,
+  CLUSTER SLOTS, ... (the broker runs data commands only inside its scripts),
+  plus every call refused before it ran (rejected_calls, such as a MOVED
+  redirection); on Sentinel also the commands the sentinel processed for
+  the broker (INFO stats total_commands_processed, minus the suite's own INFO:
+  a sentinel keeps no commandstats).
+- **round trips / Execute**: on one server, request/reply exchanges on the
+  wire, counted by a loopback proxy between the broker and Redis (pipelined
+  commands count once); on the cluster and Sentinel, where a proxy would have
+  to rewrite the node addresses in MOVED answers and sentinel replies, the
+  top-level commands: an upper bound (a pipeline of n commands counts n). The
+  one-server rows show both counts side by side, which checks the
+  commandstats count against the wire.
+- Left out everywhere: INFO (the suite's own, and a sentinel's every 10 s),
+  REPLCONF (a replica's ACK every second) and PUBLISH (a sentinel's hello),
+  which the broker never sends; on Sentinel also PING (the sentinel pings its
+  master every second; a broker pings only to probe a Redis it lost, and the
+  suite checks that the broker stayed on shared state through every case,
+  with retrybroker_store_degraded and retrybroker_store_state_changes_total,
+  or fails the case).
+
+The bounds are the issue's, per attempt: ≤ 1 round trip when the response
+reports nothing, ≤ 2 when it carries quota, summed over a case's attempts.
+The two-attempt case's 503 carries a hint (Retry-After) and a failure (for the
+breaker and the retry budget), so it is given the bound of a response that
+reports something (2), and its plain 200 the bound 1: ≤ 3 per Execute. A case
+whose calls do not make exactly the attempts it is made of is not judged.
 
 `)
 	b.WriteString(r.ScaleTables())
@@ -302,6 +371,15 @@ failures over 30 s, would open only several seconds into the outage.
 	b.WriteString(r.OutageTable())
 	b.WriteString("\n")
 	img(ChartOutage, "calls reaching the upstream per second during and after the outage")
+}
+
+// styleList joins styles with commas.
+func styleList(st []fakeprovider.Style) string {
+	var out []string
+	for _, x := range st {
+		out = append(out, string(x))
+	}
+	return strings.Join(out, " and ")
 }
 
 func orDash(s string) string {

@@ -85,9 +85,13 @@ type process struct {
 	err    error // valid after exited is closed
 }
 
+// startProcess starts bin with args and the clean environment. The child
+// is killed by the kernel if the suite dies first (Linux); otherwise the
+// caller stops it by its pid (stop).
 func startProcess(bin string, args ...string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = cleanEnv()
+	setParentDeathSignal(cmd)
 	p := &process{cmd: cmd, out: &tailBuffer{max: 64 << 10}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -148,8 +152,13 @@ func (p *process) procStatus(field string) (int64, error) {
 
 // brokerOptions are the flags of one broker process.
 type brokerOptions struct {
-	redisURL string
-	metrics  bool
+	// One of redisURL (--redis), redisCluster (--redis-cluster seeds,
+	// ADDR,ADDR,...) and redisSentinel (--redis-sentinel MASTER@ADDR,...),
+	// or none for the memory store.
+	redisURL      string
+	redisCluster  string
+	redisSentinel string
+	metrics       bool
 	// config is a --config file; the dev tenant's --allow-destinations is
 	// then not passed.
 	config string
@@ -193,8 +202,13 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 			b.metricsAddr = net.JoinHostPort(loopback, strconv.Itoa(mport))
 			args = append(args, "--metrics-listen", b.metricsAddr)
 		}
-		if o.redisURL != "" {
+		switch {
+		case o.redisURL != "":
 			args = append(args, "--redis", o.redisURL)
+		case o.redisCluster != "":
+			args = append(args, "--redis-cluster", o.redisCluster)
+		case o.redisSentinel != "":
+			args = append(args, "--redis-sentinel", o.redisSentinel)
 		}
 		t0 := time.Now()
 		b.process, err = startProcess(bin, args...)
@@ -430,11 +444,19 @@ func startRedis(ctx context.Context, bin, dir string) (*redisServer, error) {
 // URL returns the server's URL, database 0.
 func (s *redisServer) URL() string { return "redis://" + s.addr + "/0" }
 
-// command sends one inline command and returns the whole reply, for the
-// few admin commands the suite needs (PING, FLUSHALL, INFO, CONFIG
-// RESETSTAT). Bulk replies are returned without their length line.
-func (s *redisServer) command(cmd string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.addr, time.Second)
+// command sends one inline command to the server; see redisCommand.
+func (s *redisServer) command(cmd string) (string, error) { return redisCommand(s.addr, cmd) }
+
+// commandStats returns the server's INFO commandstats; see commandStats.
+func (s *redisServer) commandStats() (map[string]commandCount, error) { return commandStats(s.addr) }
+
+// redisCommand sends one inline command to the Redis at addr (loopback)
+// on a connection of its own and returns the whole reply, for the few
+// admin commands the suite needs (PING, FLUSHALL, INFO, ACL CAT). Bulk
+// replies are returned without their length line; an array of bulk
+// strings is returned one element a line. The exchange is bounded by 5 s.
+func redisCommand(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -444,13 +466,43 @@ func (s *redisServer) command(cmd string) (string, error) {
 		return "", err
 	}
 	r := bufio.NewReader(c)
-	line, err := r.ReadString('\n')
+	line, err := readLine(r)
 	if err != nil {
 		return "", err
 	}
-	line = strings.TrimRight(line, "\r\n")
+	if n, ok := strings.CutPrefix(line, "*"); ok {
+		count, err := strconv.Atoi(n)
+		if err != nil {
+			return "", fmt.Errorf("bad array length %q", line)
+		}
+		var out []string
+		for range count {
+			l, err := readLine(r)
+			if err != nil {
+				return "", err
+			}
+			v, err := readValue(r, l)
+			if err != nil {
+				return "", err
+			}
+			out = append(out, v)
+		}
+		return strings.Join(out, "\n"), nil
+	}
+	return readValue(r, line)
+}
+
+// readLine reads one RESP line without its CRLF.
+func readLine(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}
+
+// readValue returns the value of a simple, error, integer or bulk reply
+// whose first line is line.
+func readValue(r *bufio.Reader, line string) (string, error) {
 	switch {
-	case strings.HasPrefix(line, "+"):
+	case strings.HasPrefix(line, "+"), strings.HasPrefix(line, ":"):
 		return line[1:], nil
 	case strings.HasPrefix(line, "-"):
 		return "", errors.New(line[1:])
@@ -468,27 +520,51 @@ func (s *redisServer) command(cmd string) (string, error) {
 	return line, nil
 }
 
-// commandStats returns the calls per command from INFO commandstats.
-func (s *redisServer) commandStats() (map[string]int64, error) {
-	info, err := s.command("INFO commandstats")
+// commandCount is one command's line of INFO commandstats: the calls it
+// ran (commands run by scripts included) and the calls refused before
+// they ran (rejected_calls: a MOVED redirection, a refused ACL, ...).
+type commandCount struct {
+	Calls, Rejected int64
+}
+
+// commandStats returns the calls per command of the Redis at addr, from
+// INFO commandstats ("cluster|slots" for subcommands).
+func commandStats(addr string) (map[string]commandCount, error) {
+	info, err := redisCommand(addr, "INFO commandstats")
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{}
+	return parseCommandStats(info), nil
+}
+
+// parseCommandStats reads the lines "cmdstat_NAME:calls=N,...,rejected_calls=M,..."
+// of INFO commandstats.
+func parseCommandStats(info string) map[string]commandCount {
+	out := map[string]commandCount{}
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		if !ok {
 			continue
 		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				out[name] = n
+		name, fields, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		var c commandCount
+		for _, kv := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				c.Calls = n
+			case "rejected_calls":
+				c.Rejected = n
 			}
 		}
+		out[name] = c
 	}
-	return out, nil
+	return out
 }
 
 // roundTripProxy forwards loopback TCP connections to a target and counts

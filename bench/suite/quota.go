@@ -66,7 +66,25 @@ const (
 	RowOneBroker     Row = "b"
 	RowRedis3        Row = "c"
 	RowMemory3       Row = "d"
+	// RowClusterShared is row c on the suite's 3-master Redis Cluster:
+	// every broker has every node as a seed.
+	RowClusterShared Row = "c-cluster"
+	// RowClusterSeeds is the cluster's row d: as RowClusterShared, but
+	// each broker has a different single node as its seed.
+	RowClusterSeeds Row = "d-cluster"
 )
+
+// Rows lists every row, in the order of the tables.
+var Rows = []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3, RowClusterShared, RowClusterSeeds}
+
+// shared reports whether the row's brokers share one Redis (or cluster):
+// the rows judged by the quota targets.
+func (r Row) shared() bool {
+	return r == RowOneBroker || r == RowRedis3 || r == RowClusterShared || r == RowClusterSeeds
+}
+
+// onCluster reports whether the row runs on the Redis Cluster.
+func (r Row) onCluster() bool { return r == RowClusterShared || r == RowClusterSeeds }
 
 // Describe returns the row's long name.
 func (r Row) Describe() string {
@@ -79,6 +97,10 @@ func (r Row) Describe() string {
 		return "3 brokers, shared Redis"
 	case RowMemory3:
 		return "3 brokers, memory store each"
+	case RowClusterShared:
+		return "3 brokers, 3-master Redis Cluster"
+	case RowClusterSeeds:
+		return "3 brokers, 3-master Redis Cluster, a different seed node each"
 	}
 	return string(r)
 }
@@ -174,13 +196,15 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPa
 	var clients []rbv1.BrokerServiceClient
 	var brokers []*broker
 	switch c.Row {
-	case RowOneBroker, RowRedis3, RowMemory3:
+	case RowOneBroker, RowRedis3, RowMemory3, RowClusterShared, RowClusterSeeds:
 		n := 1
-		o := brokerOptions{config: cfgPath}
 		if c.Row != RowOneBroker {
 			n = 3
 		}
-		if c.Row == RowRedis3 {
+		base := brokerOptions{config: cfgPath}
+		opts := func(int) brokerOptions { return base }
+		switch c.Row {
+		case RowRedis3:
 			rs, err := s.redis(ctx)
 			if err != nil {
 				return res, err
@@ -188,11 +212,29 @@ func (s *suite) quotaCase(ctx context.Context, p QuotaParams, c QuotaCase, cfgPa
 			if _, err := rs.command("FLUSHALL"); err != nil {
 				return res, fmt.Errorf("redis FLUSHALL: %w", err)
 			}
-			o.redisURL = rs.URL()
+			base.redisURL = rs.URL()
+		case RowClusterShared, RowClusterSeeds:
+			cl, err := s.cluster(ctx)
+			if err != nil {
+				return res, fmt.Errorf("redis cluster: %w", err)
+			}
+			seeds := cl.Addrs()
+			if err := flushAll(seeds); err != nil {
+				return res, fmt.Errorf("redis cluster: %w", err)
+			}
+			base.redisCluster = strings.Join(seeds, ",")
+			if c.Row == RowClusterSeeds {
+				// Broker i reaches the cluster through node i only.
+				opts = func(i int) brokerOptions {
+					o := base
+					o.redisCluster = seeds[i%len(seeds)]
+					return o
+				}
+			}
 		}
 		t0 := time.Now()
 		var err error
-		brokers, err = s.startBrokers(ctx, n, o)
+		brokers, err = s.startBrokers(ctx, n, opts)
 		s.logf("quota: %d brokers started in %v", n, time.Since(t0))
 		defer func() { t0 := time.Now(); stopAll(brokers); s.logf("quota: brokers stopped in %v", time.Since(t0)) }()
 		if err != nil {
@@ -334,7 +376,7 @@ func retryableCaller(ctx context.Context, url string, end time.Time, maxCalls in
 	return r
 }
 
-// brokerCaller is rows b, c and d: each call is one Execute through the
+// brokerCaller is rows b, c and d (and the cluster's): each call is one Execute through the
 // brokers, round robin. The caller never retries by itself; when the broker
 // gives up early and says when to come back (retry_after: gate closed, hint
 // above max_delay, deadline too short, budget), the caller waits that long
@@ -415,13 +457,14 @@ func writeArrivals(path string, st fakeprovider.Stats) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// startBrokers starts n brokers in parallel.
-func (s *suite) startBrokers(ctx context.Context, n int, o brokerOptions) ([]*broker, error) {
+// startBrokers starts n brokers in parallel, broker i with opts(i). It
+// returns the brokers that started, also on error (the caller stops them).
+func (s *suite) startBrokers(ctx context.Context, n int, opts func(i int) brokerOptions) ([]*broker, error) {
 	out := make([]*broker, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { out[i], errs[i] = startBroker(ctx, s.brokerBin, o) })
+		wg.Go(func() { out[i], errs[i] = startBroker(ctx, s.brokerBin, opts(i)) })
 	}
 	wg.Wait()
 	var started []*broker

@@ -173,7 +173,7 @@ func (r *Report) Targets() []Target {
 			},
 		)
 	}
-	return out
+	return append(out, r.redisTargets()...)
 }
 
 // quotaTargets are the targets of one style at n callers. Rows b and c of
@@ -216,6 +216,13 @@ func (r *Report) quotaTargets(st fakeprovider.Style, n int) []Target {
 			Target{name + ", after the first window: 0 early sends", fmt.Sprintf("%d (first window: %d)", l.Early, q.First().Early), yesNo(l.Early == 0)},
 		)
 	}
+	for _, row := range []Row{RowClusterShared, RowClusterSeeds} {
+		q, ok := r.quotaResult(st, row, n)
+		if !ok {
+			continue
+		}
+		out = append(out, clusterTargets(q)...)
+	}
 	a, oka := r.quotaResult(st, RowRetryableHTTP, n)
 	b, okb := r.quotaResult(st, RowOneBroker, n)
 	if oka && okb && n == r.Quota.Callers {
@@ -223,6 +230,28 @@ func (r *Report) quotaTargets(st fakeprovider.Style, n int) []Target {
 		out = append(out, Target{fmt.Sprintf("%s, %d callers: row a waste over row b waste ≥ 10× (whole run)", st, n), s, yesNo(math.IsInf(x, 1) || x >= 10)})
 	}
 	return out
+}
+
+// clusterTargets are the targets of a row on the Redis Cluster:
+// at most 1 refused call per gate per window and 0 early sends, over the
+// windows the row is judged on (judgedLater: after the first window for
+// styles that announce nothing and for more callers than the quota, the
+// whole run otherwise), and the goodput target of the other broker rows,
+// so that a broker that holds every call cannot pass.
+func clusterTargets(q QuotaResult) []Target {
+	name := fmt.Sprintf("%s row %s (%s), %d callers", q.Style, q.Row, q.Row.Describe(), q.Callers)
+	w, scope := q.Stats, ""
+	if judgedLater(q) {
+		w, scope = q.Later(), ", after the first window"
+		if len(w.Windows) == 0 {
+			return []Target{{name + ": targets after the first window", "no window after the first in this run", "n/a"}}
+		}
+	}
+	return []Target{
+		{name + scope + ": ≤ 1 refused call per gate per window", fmt.Sprintf("max %d in a window, %.2f per window on average (first window: %d)", w.MaxRefusedInAWindow(), w.RefusedPerWindow(), q.First().Refused), yesNo(w.MaxRefusedInAWindow() <= 1)},
+		{name + scope + ": 0 early sends", fmt.Sprintf("%d (first window: %d)", w.Early, q.First().Early), yesNo(w.Early == 0)},
+		{name + scope + ": goodput ≥ 95% of the quota", fmt.Sprintf("%s (whole run %s)", pct(w.Goodput()), pct(q.Goodput())), yesNo(w.Goodput() >= 0.95)},
+	}
 }
 
 func (r *Report) quotaStyles() []fakeprovider.Style {
@@ -292,8 +321,8 @@ func (r *Report) QuotaTable() string {
 // ComparisonTable holds the side-by-side ratios of the quota scenario.
 func (r *Report) ComparisonTable() string {
 	var b strings.Builder
-	b.WriteString("| style | C | refusals: a over b | refusals: d over c | goodput: d over c | early sends: a, b, c, d |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| style | C | refusals: a over b | refusals: d over c | goodput: d over c | early sends: a, b, c, d | refused / window (max): c, c-cluster, d-cluster | early sends: c, c-cluster, d-cluster |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---|---|\n")
 	for _, n := range r.quotaCallers() {
 		for _, st := range r.quotaStyles() {
 			b.WriteString(r.comparisonRow(st, n))
@@ -309,15 +338,17 @@ func (r *Report) comparisonRow(st fakeprovider.Style, n int) string {
 	bb, okb := r.quotaResult(st, RowOneBroker, n)
 	c, okc := r.quotaResult(st, RowRedis3, n)
 	d, okd := r.quotaResult(st, RowMemory3, n)
-	if !oka && !okb && !okc && !okd {
+	cc, okcc := r.quotaResult(st, RowClusterShared, n)
+	dc, okdc := r.quotaResult(st, RowClusterSeeds, n)
+	if !oka && !okb && !okc && !okd && !okcc && !okdc {
 		return ""
 	}
-	ab, dc, gdc := "–", "–", "–"
+	ab, dcRatio, gdc := "–", "–", "–"
 	if oka && okb {
 		ab, _ = wasteRatio(a.Waste(), bb.Waste())
 	}
 	if okc && okd {
-		dc, _ = wasteRatio(d.Waste(), c.Waste())
+		dcRatio, _ = wasteRatio(d.Waste(), c.Waste())
 		if c.Goodput() > 0 {
 			gdc = fmt.Sprintf("%.2f× (%s vs %s)", d.Goodput()/c.Goodput(), pct(d.Goodput()), pct(c.Goodput()))
 		}
@@ -333,7 +364,20 @@ func (r *Report) comparisonRow(st fakeprovider.Style, n int) string {
 			early = append(early, "–")
 		}
 	}
-	return fmt.Sprintf("| %s | %d | %s | %s | %s | %s |\n", st, n, ab, dc, gdc, strings.Join(early, ", "))
+	var waste, early2 []string
+	for _, x := range []struct {
+		q  QuotaResult
+		ok bool
+	}{{c, okc}, {cc, okcc}, {dc, okdc}} {
+		if x.ok {
+			waste = append(waste, fmt.Sprintf("%.2f (%d)", x.q.Waste(), x.q.Stats.MaxRefusedInAWindow()))
+			early2 = append(early2, fmt.Sprint(x.q.Stats.Early))
+		} else {
+			waste = append(waste, "–")
+			early2 = append(early2, "–")
+		}
+	}
+	return fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s |\n", st, n, ab, dcRatio, gdc, strings.Join(early, ", "), strings.Join(waste, ", "), strings.Join(early2, ", "))
 }
 
 // OverheadTable is the overhead table, with ratios to the baselines.
@@ -402,23 +446,113 @@ func (r *Report) ScaleTables() string {
 		b.WriteString("\n")
 	}
 	if len(r.RedisOps) > 0 {
-		b.WriteString("| Execute through a broker with --redis | calls | attempts | Redis commands / Execute | round trips / Execute | commands (all calls) |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---|\n")
+		b.WriteString("| topology | Execute case | calls | attempts | Redis commands / Execute | top-level commands / Execute | round trips / Execute | round trips counted | bound (per Execute) | masters reached | commands (all calls) |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---|---|---:|---|\n")
 		for _, x := range r.RedisOps {
 			cpe, rpe := x.PerExecute()
-			var keys []string
-			for k := range x.ByCommand {
-				keys = append(keys, k)
+			bound := "–"
+			if x.Bound > 0 {
+				bound = fmt.Sprintf("≤ %g", x.Bound)
 			}
-			sort.Strings(keys)
-			var parts []string
-			for _, k := range keys {
-				parts = append(parts, fmt.Sprintf("%s %d", k, x.ByCommand[k]))
-			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.2f | %s |\n", x.Case, x.Executes, x.Attempts, cpe, rpe, strings.Join(parts, ", "))
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.2f | %.2f | %.2f | %s | %s | %d of %d | %s |\n", x.Topology, x.Case, x.Executes, x.Attempts, cpe, x.TopLevelPerExecute(), rpe, x.HowCounted(), bound, x.MastersReached, x.Masters, commandList(x.ByCommand, x.SentinelCommands))
 		}
 	}
 	return b.String()
+}
+
+// commandList formats command counts by name, with the sentinel's.
+func commandList(m map[string]int64, sentinel int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if sentinel > 0 {
+		parts = append(parts, fmt.Sprintf("sentinel: %d", sentinel))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// redisTargets are the bounds on Redis round trips: per attempt,
+// ≤ 1 when the response reports nothing and ≤ 2 when it carries quota,
+// summed over each case's attempts. A case whose calls did not make the
+// attempts it is made of is not evaluated.
+func (r *Report) redisTargets() []Target {
+	var out []Target
+	for _, x := range r.RedisOps {
+		if x.Bound <= 0 {
+			continue
+		}
+		unit := "round trips"
+		if x.Bound == 1 {
+			unit = "round trip"
+		}
+		name := fmt.Sprintf("Redis %s, %s: ≤ %g %s per Execute (%s)", x.Topology, x.Case, x.Bound, unit, x.BoundWhy)
+		if x.Executes == 0 || x.Attempts != x.WantAttempts*x.Executes {
+			out = append(out, Target{name, fmt.Sprintf("%d attempts for %d calls, not %d each", x.Attempts, x.Executes, x.WantAttempts), "n/a"})
+			continue
+		}
+		_, rpe := x.PerExecute()
+		out = append(out, Target{name, fmt.Sprintf("%.2f (%s)", rpe, x.HowCounted()), yesNo(rpe <= x.Bound)})
+	}
+	return out
+}
+
+// redisFindings explains the missed Redis bounds from the counts.
+func (r *Report) redisFindings() []string {
+	var out []string
+	for _, x := range r.RedisOps {
+		_, rpe := x.PerExecute()
+		if x.Bound <= 0 || x.Executes == 0 || x.Attempts != x.WantAttempts*x.Executes || rpe <= x.Bound {
+			continue
+		}
+		msg := fmt.Sprintf("Redis %s, %s: %.2f round trips per Execute (%s), bound %g; top-level commands per Execute: %s.", x.Topology, x.Case, rpe, x.HowCounted(), x.Bound, perCall(x.TopByCommand, x.Executes))
+		if x.SentinelCommands > 0 {
+			msg += fmt.Sprintf(" The sentinel answered %.2f commands per Execute.", float64(x.SentinelCommands)/float64(x.Executes))
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// perCall formats counts divided by n, largest first.
+func perCall(m map[string]int64, n int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(m[k])/float64(n)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// redisObservations compares, on one server, the round trips counted on
+// the wire with the top-level commands counted from INFO commandstats,
+// the count the other topologies rely on.
+func (r *Report) redisObservations() []string {
+	var out []string
+	for _, x := range r.RedisOps {
+		if !x.Wire || x.Executes == 0 || x.RoundTrips == x.TopLevel {
+			continue
+		}
+		why := "more commands than round trips: the broker pipelined some (one round trip for several commands)"
+		if x.TopLevel < x.RoundTrips {
+			why = "fewer top-level commands than round trips: the broker sent a data command outside a script (counted as a script's), or a command INFO commandstats does not count"
+		}
+		out = append(out, fmt.Sprintf("Redis %s, %s: %d round trips on the wire, %d top-level commands from INFO commandstats (%s); on the cluster and Sentinel the round trips are counted as top-level commands.",
+			x.Topology, x.Case, x.RoundTrips, x.TopLevel, why))
+	}
+	return out
 }
 
 // TargetTable lists the targets with their measured figures.
@@ -473,6 +607,7 @@ func (r *Report) Findings() []string {
 	var out []string
 	out = append(out, r.quotaFindings()...)
 	out = append(out, r.outageFindings()...)
+	out = append(out, r.redisFindings()...)
 	for _, c := range r.Overhead.Concurrency {
 		x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c)
 		if !ok || x >= 0.85 {
@@ -527,6 +662,16 @@ func (r *Report) quotaFindings() []string {
 					continue
 				}
 				out = append(out, quotaRowFindings(q)...)
+			}
+			for _, row := range []Row{RowClusterShared, RowClusterSeeds} {
+				q, ok := r.quotaResult(st, row, n)
+				if !ok {
+					continue
+				}
+				single, okSingle := r.quotaResult(st, RowRedis3, n)
+				if f := clusterRowFindings(q, single, okSingle); f != "" {
+					out = append(out, f)
+				}
 			}
 			a, oka := r.quotaResult(st, RowRetryableHTTP, n)
 			b, okb := r.quotaResult(st, RowOneBroker, n)
@@ -601,6 +746,39 @@ func quotaRowFindings(q QuotaResult) []string {
 	return out
 }
 
+// clusterRowFindings explains the misses of a row on the Redis Cluster
+// ("" when it met its targets), beside row c on one Redis server in the
+// same run (single, when ok).
+func clusterRowFindings(q QuotaResult, single QuotaResult, ok bool) string {
+	w, scope := q.Stats, ""
+	if judgedLater(q) {
+		w, scope = q.Later(), ", after the first window"
+		if len(w.Windows) == 0 {
+			return ""
+		}
+	}
+	if w.MaxRefusedInAWindow() <= 1 && w.Early == 0 && w.Goodput() >= 0.95 {
+		return ""
+	}
+	msg := fmt.Sprintf("%s row %s, %d callers%s: max %d refused calls in a window, %d early sends, goodput %s; refused, early per window: %s.",
+		q.Style, q.Row, q.Callers, scope, w.MaxRefusedInAWindow(), w.Early, pct(w.Goodput()), perWindow(q.Stats))
+	if !ok {
+		return msg + " Row c on one Redis server did not run beside it."
+	}
+	sw := single.Stats
+	if judgedLater(single) {
+		sw = single.Later()
+	}
+	msg += fmt.Sprintf(" Row c on one Redis server in the same run: max %d refused in a window, %d early sends, goodput %s (per window: %s)",
+		sw.MaxRefusedInAWindow(), sw.Early, pct(sw.Goodput()), perWindow(single.Stats))
+	if sw.MaxRefusedInAWindow() <= 1 && sw.Early == 0 && sw.Goodput() >= 0.95 {
+		msg += ": it met the cluster's targets, so the miss comes with the cluster (its client, or keys and scripts on the master of the tenant's slot), not with sharing state as such."
+	} else {
+		msg += ": it missed them too, so the miss is the shared-state path's, not the cluster's."
+	}
+	return msg
+}
+
 // perWindow lists "refused/early" for every window of s, e.g. "15/14, 1/0".
 func perWindow(s fakeprovider.Stats) string {
 	var parts []string
@@ -620,7 +798,7 @@ func bulletList(items []string) string {
 
 // Observations are notable figures of the run that are not targets.
 func (r *Report) Observations() []string {
-	var out []string
+	out := r.redisObservations()
 	for _, c := range r.Config {
 		if c.Retained > 0 && c.BrokerHeap > 5*float64(c.Retained) && c.BrokerHeap > 64<<20 {
 			base := 0.0

@@ -200,3 +200,183 @@ func TestLog1pAxis(t *testing.T) {
 		t.Errorf("labels %q", got)
 	}
 }
+
+func TestClusterQuotaTargets(t *testing.T) {
+	q := func(st fakeprovider.Style, row Row, n int, s fakeprovider.Stats) QuotaResult {
+		return QuotaResult{QuotaCase: QuotaCase{Style: st, Row: row, Callers: n}, Stats: s}
+	}
+	r := &Report{
+		Quota: QuotaParams{Callers: 16, Quota: 50, Windows: 3},
+		QuotaRes: []QuotaResult{
+			// Row c on one server, beside the cluster rows: it meets
+			// everything.
+			q(fakeprovider.GitHub, RowRedis3, 16, windows(fakeprovider.GitHub, [3]int{50, 0, 0}, [3]int{50, 0, 0}, [3]int{50, 0, 0})),
+			// One refusal in a window is within the cluster's target
+			// (row c on one server would need 0).
+			q(fakeprovider.GitHub, RowClusterShared, 16, windows(fakeprovider.GitHub, [3]int{50, 1, 0}, [3]int{50, 0, 0}, [3]int{50, 0, 0})),
+			// Two refusals and an early send in a later window: missed,
+			// github is judged over the whole run.
+			q(fakeprovider.GitHub, RowClusterSeeds, 16, windows(fakeprovider.GitHub, [3]int{50, 0, 0}, [3]int{50, 2, 1}, [3]int{50, 0, 0})),
+			// A style that announces nothing: the first window does not count.
+			q(fakeprovider.RetryAfter, RowClusterShared, 16, windows(fakeprovider.RetryAfter, [3]int{50, 15, 14}, [3]int{50, 1, 0}, [3]int{50, 0, 0})),
+			// No refusal, no early send, but calls held while quota was
+			// left: the goodput target catches it.
+			q(fakeprovider.RetryAfter, RowClusterSeeds, 16, windows(fakeprovider.RetryAfter, [3]int{50, 15, 14}, [3]int{40, 0, 0}, [3]int{40, 0, 0})),
+			// More callers than the quota: github is judged after the
+			// first window too.
+			q(fakeprovider.GitHub, RowClusterShared, 100, windows(fakeprovider.GitHub, [3]int{50, 50, 50}, [3]int{50, 1, 0}, [3]int{50, 0, 0})),
+		},
+	}
+	ts := r.Targets()
+	for _, c := range []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{"github row c-cluster", "16 callers", "≤ 1 refused"}, "yes"},
+		{[]string{"github row c-cluster", "16 callers", "0 early"}, "yes"},
+		{[]string{"github row c-cluster", "16 callers", "goodput"}, "yes"},
+		{[]string{"github row d-cluster", "16 callers", "≤ 1 refused"}, "**no**"},
+		{[]string{"github row d-cluster", "16 callers", "0 early"}, "**no**"},
+		{[]string{"github row d-cluster", "16 callers", "goodput"}, "yes"},
+		{[]string{"retry-after row c-cluster", "after the first window: ≤ 1 refused"}, "yes"},
+		{[]string{"retry-after row c-cluster", "after the first window: 0 early"}, "yes"},
+		{[]string{"retry-after row d-cluster", "after the first window: ≤ 1 refused"}, "yes"},
+		{[]string{"retry-after row d-cluster", "after the first window: goodput"}, "**no**"},
+		{[]string{"github row c-cluster", "100 callers", "after the first window: ≤ 1 refused"}, "yes"},
+		{[]string{"github row c-cluster", "100 callers", "after the first window: 0 early"}, "yes"},
+		{[]string{"github row c", "(3 brokers, shared Redis)", "0 refused"}, "yes"},
+	} {
+		if got := met(t, ts, c.parts...); got != c.want {
+			t.Errorf("%q: met %q, want %q", c.parts, got, c.want)
+		}
+	}
+	for _, x := range ts {
+		if strings.Contains(x.Name, "cluster") && strings.Contains(x.Name, ": 0 refused") {
+			t.Errorf("a cluster row judged by row c's 0-refusal target: %q", x.Name)
+		}
+	}
+	f := strings.Join(r.Findings(), "\n")
+	for _, want := range []string{
+		"github row d-cluster, 16 callers: max 2 refused calls in a window, 1 early sends, goodput 100.0%; refused, early per window: 0/0, 2/1, 0/0.",
+		"Row c on one Redis server in the same run: max 0 refused in a window, 0 early sends, goodput 100.0% (per window: 0/0, 0/0, 0/0): it met the cluster's targets, so the miss comes with the cluster",
+		"retry-after row d-cluster, 16 callers, after the first window: max 0 refused calls in a window, 0 early sends, goodput 80.0%",
+		"Row c on one Redis server did not run beside it.",
+	} {
+		if !strings.Contains(f, want) {
+			t.Errorf("findings lack %q:\n%s", want, f)
+		}
+	}
+	for _, unwanted := range []string{"github row c-cluster", "retry-after row c-cluster"} {
+		if strings.Contains(f, unwanted) {
+			t.Errorf("a row that met its targets has a finding (%q):\n%s", unwanted, f)
+		}
+	}
+	cmp := r.ComparisonTable()
+	if !strings.Contains(cmp, "| github | 16 | – | – | – | –, –, 0, – | 0.00 (0), 0.33 (1), 0.67 (2) | 0, 0, 1 |") {
+		t.Errorf("comparison table lacks the cluster columns:\n%s", cmp)
+	}
+
+	// With a single window there is nothing after the first to judge.
+	r.QuotaRes = []QuotaResult{q(fakeprovider.Azure, RowClusterShared, 16, windows(fakeprovider.Azure, [3]int{50, 15, 14}))}
+	if got := met(t, r.Targets(), "azure row c-cluster"); got != "n/a" {
+		t.Errorf("one window: met %q, want n/a", got)
+	}
+}
+
+func TestRedisTargets(t *testing.T) {
+	r := &Report{RedisOps: []RedisOpsResult{
+		{
+			Topology: TopoSingle, Case: "1 attempt: quota", Executes: 500, Attempts: 500, WantAttempts: 1, Bound: 2, BoundWhy: "quota: ≤ 2",
+			Commands: 11000, TopLevel: 1000, RoundTrips: 1000, Wire: true, Masters: 1, MastersReached: 1,
+			ByCommand: map[string]int64{"evalsha": 1000, "hget": 10000}, TopByCommand: map[string]int64{"evalsha": 1000},
+		},
+		{
+			// Pipelined: fewer round trips than commands.
+			Topology: TopoSingle, Case: "1 attempt: nothing", Executes: 500, Attempts: 500, WantAttempts: 1, Bound: 1, BoundWhy: "nothing: ≤ 1",
+			Commands: 3000, TopLevel: 520, RoundTrips: 500, Wire: true, Masters: 1, MastersReached: 1,
+		},
+		{
+			Topology: TopoCluster, Case: "1 attempt: nothing", Executes: 500, Attempts: 500, WantAttempts: 1, Bound: 1, BoundWhy: "nothing: ≤ 1",
+			Commands: 3010, TopLevel: 510, RoundTrips: 510, Masters: 3, MastersReached: 2,
+			ByCommand: map[string]int64{"evalsha": 500, "cluster|slots": 10}, TopByCommand: map[string]int64{"evalsha": 500, "cluster|slots": 5, "rejected evalsha": 5},
+		},
+		{
+			Topology: TopoSentinel, Case: "2 attempts", Executes: 50, Attempts: 60, WantAttempts: 2, Bound: 3, BoundWhy: "≤ 3",
+			Commands: 1000, TopLevel: 100, SentinelCommands: 5, RoundTrips: 105, Masters: 1, MastersReached: 1,
+		},
+		{Topology: TopoSentinel, Case: "no bound", Executes: 10, Attempts: 10, WantAttempts: 1, TopLevel: 90, RoundTrips: 90},
+	}}
+	ts := r.Targets()
+	for _, c := range []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{"Redis one server, 1 attempt: quota", "≤ 2 round trips"}, "yes"},
+		{[]string{"Redis one server, 1 attempt: nothing", "≤ 1 round trip"}, "yes"},
+		{[]string{"Redis 3-master cluster, 1 attempt: nothing", "≤ 1 round trip"}, "**no**"},
+		{[]string{"Redis master + replica + sentinel, 2 attempts", "≤ 3 round trips"}, "n/a"},
+	} {
+		if got := met(t, ts, c.parts...); got != c.want {
+			t.Errorf("%q: met %q, want %q", c.parts, got, c.want)
+		}
+	}
+	for _, x := range ts {
+		if strings.Contains(x.Name, "no bound") {
+			t.Errorf("a case without a bound has a target: %+v", x)
+		}
+	}
+	f := strings.Join(r.Findings(), "\n")
+	if want := "Redis 3-master cluster, 1 attempt: nothing: 1.02 round trips per Execute (top-level commands, every master), bound 1; top-level commands per Execute: evalsha 1.00, cluster|slots 0.01, rejected evalsha 0.01."; !strings.Contains(f, want) {
+		t.Errorf("findings lack %q:\n%s", want, f)
+	}
+	if strings.Contains(f, "one server") || strings.Contains(f, "sentinel") {
+		t.Errorf("a finding for a case that met its bound or was not judged:\n%s", f)
+	}
+	o := strings.Join(r.Observations(), "\n")
+	if !strings.Contains(o, "Redis one server, 1 attempt: nothing: 500 round trips on the wire, 520 top-level commands") || strings.Contains(o, "quota") {
+		t.Errorf("observations: %q", o)
+	}
+	tab := r.ScaleTables()
+	for _, want := range []string{
+		"| one server | 1 attempt: quota | 500 | 500 | 22.00 | 2.00 | 2.00 | on the wire (proxy) | ≤ 2 | 1 of 1 | evalsha 1000, hget 10000 |",
+		"| 3-master cluster | 1 attempt: nothing | 500 | 500 | 6.02 | 1.02 | 1.02 | top-level commands, every master | ≤ 1 | 2 of 3 | cluster|slots 10, evalsha 500 |",
+		"| master + replica + sentinel | 2 attempts | 50 | 60 | 20.00 | 2.10 | 2.10 | top-level commands: master + sentinel | ≤ 3 | 1 of 1 | sentinel: 5 |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("scale table lacks %q:\n%s", want, tab)
+		}
+	}
+}
+
+func TestCommandStatsDiff(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=10,usec=700,usec_per_call=70.00,rejected_calls=2,failed_calls=1\r\n" +
+		"cmdstat_hget:calls=30,usec=10,usec_per_call=0.33,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_cluster|slots:calls=1,usec=5,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=7,usec=5,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n"
+	st := parseCommandStats(info)
+	if got := st["evalsha"]; got != (commandCount{Calls: 10, Rejected: 2}) {
+		t.Errorf("evalsha %+v", got)
+	}
+	if got := st["cluster|slots"]; got.Calls != 1 {
+		t.Errorf("cluster|slots %+v", got)
+	}
+	// Two masters: the first ran 10 EVALSHA (30 HGET inside them, 2 refused
+	// before they ran) and one CLUSTER SLOTS since before; the second only
+	// answered INFO, which counts nowhere.
+	before := []map[string]commandCount{{"evalsha": {Calls: 0}, "info": {Calls: 3}}, {"info": {Calls: 2}}}
+	after := []map[string]commandCount{st, {"info": {Calls: 9}, "ping": {Calls: 4}}}
+	data := map[string]bool{"hget": true}
+	d := diffStats(before, after, data, ignoredCommands(TopoCluster))
+	if d.Total != 45 || d.TopLevel != 17 || d.Reached != 2 {
+		t.Errorf("cluster: total %d, top-level %d, reached %d; want 45, 17, 2", d.Total, d.TopLevel, d.Reached)
+	}
+	if d.TopCommands["rejected evalsha"] != 2 || d.TopCommands["ping"] != 4 || d.Commands["hget"] != 30 || d.Commands["info"] != 0 {
+		t.Errorf("cluster breakdown: %v, %v", d.TopCommands, d.Commands)
+	}
+	// On Sentinel the second master's PINGs are the sentinel's.
+	d = diffStats(before, after, data, ignoredCommands(TopoSentinel))
+	if d.TopLevel != 13 || d.Reached != 1 {
+		t.Errorf("sentinel: top-level %d, reached %d; want 13, 1", d.TopLevel, d.Reached)
+	}
+}

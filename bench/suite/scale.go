@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/config"
+	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
 // ScaleParams sizes the scale scenario.
@@ -60,19 +62,43 @@ type BrokerBaseline struct {
 	PeakRSS int64
 }
 
-// RedisOpsResult counts what Execute costs in Redis.
+// RedisOpsResult counts what Execute costs in Redis, for one case on one
+// topology.
 type RedisOpsResult struct {
+	Topology Topology
 	Case     string
 	Executes int
-	// Commands is every command Redis ran (scripts' inner commands
-	// included, from INFO commandstats), RoundTrips the request/reply
-	// exchanges on the wire (counted by a loopback proxy).
-	Commands   int64
+	// Attempts is the number of upstream attempts the calls made, and
+	// WantAttempts the number per call the case is made of.
+	Attempts     int
+	WantAttempts int
+	// Bound is the issue's bound on round trips per Execute for the case
+	// (the sum of its attempts' bounds), BoundWhy its reason; 0 means none.
+	Bound    float64
+	BoundWhy string
+	// Commands is every command the masters ran (scripts' inner commands
+	// included, from INFO commandstats summed over every master).
+	Commands int64
+	// TopLevel is the commands clients sent to the masters: from INFO
+	// commandstats, every command that is not a data command (@read,
+	// @write: those the broker runs only inside scripts), and every call
+	// refused before it ran (rejected_calls).
+	TopLevel int64
+	// SentinelCommands is the commands the sentinel processed for the
+	// broker (Sentinel only: INFO stats, total_commands_processed).
+	SentinelCommands int64
+	// RoundTrips is the request/reply exchanges: counted on the wire by a
+	// loopback proxy on one server (Wire), TopLevel (+ SentinelCommands)
+	// on the other topologies, where pipelined commands would count once
+	// each (an upper bound).
 	RoundTrips int64
-	// ByCommand breaks Commands down.
-	ByCommand map[string]int64
-	// Attempts is the number of upstream attempts the calls made.
-	Attempts int
+	Wire       bool
+	// Masters is the number of masters, MastersReached how many received
+	// a top-level command.
+	Masters, MastersReached int
+	// ByCommand breaks Commands down, TopByCommand TopLevel.
+	ByCommand    map[string]int64
+	TopByCommand map[string]int64
 }
 
 // PerExecute returns commands and round trips per Execute call.
@@ -81,6 +107,25 @@ func (r RedisOpsResult) PerExecute() (float64, float64) {
 		return 0, 0
 	}
 	return float64(r.Commands) / float64(r.Executes), float64(r.RoundTrips) / float64(r.Executes)
+}
+
+// TopLevelPerExecute returns top-level commands per Execute call.
+func (r RedisOpsResult) TopLevelPerExecute() float64 {
+	if r.Executes == 0 {
+		return 0
+	}
+	return float64(r.TopLevel+r.SentinelCommands) / float64(r.Executes)
+}
+
+// HowCounted says how RoundTrips was counted.
+func (r RedisOpsResult) HowCounted() string {
+	switch {
+	case r.Wire:
+		return "on the wire (proxy)"
+	case r.Topology == TopoSentinel:
+		return "top-level commands: master + sentinel"
+	}
+	return "top-level commands, every master"
 }
 
 // tenantsYAML returns a configuration with n tenants, in the shape of
@@ -213,35 +258,27 @@ func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, *
 	return out, base, nil
 }
 
-// redisOpsRun counts Redis commands and round trips per Execute through a
-// broker with --redis, in two cases: one attempt (200 with GitHub quota
-// headers), and two attempts (503 Retry-After: 0, then 200).
-func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResult, error) {
-	rs, err := s.redis(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := rs.command("FLUSHALL"); err != nil {
-		return nil, err
-	}
-	proxy, err := startRoundTripProxy(rs.addr)
-	if err != nil {
-		return nil, err
-	}
-	defer proxy.close()
-	b, err := startBroker(ctx, s.brokerBin, brokerOptions{redisURL: "redis://" + proxy.addr() + "/0"})
-	if err != nil {
-		return nil, err
-	}
-	defer b.stop(5 * time.Second)
-	cl, conn, err := brokerClient(b.addr)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
+// redisCase is one case of the Redis operations table.
+type redisCase struct {
+	name     string
+	provider string
+	calls    int
+	attempts int
+	bound    float64
+	why      string
+	url      func(i int) string
+}
 
+// redisOpsRun counts Redis commands and round trips per Execute through a
+// broker on each topology (one server, the 3-master cluster, a master with
+// a replica and a sentinel), in three cases: one attempt whose 200 carries
+// GitHub quota headers, one attempt whose plain 200 reports nothing, and
+// two attempts (503 Retry-After: 0, then a plain 200). A topology that
+// fails is reported in the error; the others still run.
+func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResult, error) {
 	// Upstreams: a GitHub-style provider with a quota that never runs out,
-	// and a server answering each path 503 Retry-After: 0 once, then 200.
+	// and a server answering /plain/ 200 with no header of note, and each
+	// other path 503 Retry-After: 0 once, then 200.
 	prov, err := fakeprovider.Start(fakeprovider.Config{
 		Style: fakeprovider.GitHub, Quota: 1 << 30, Window: time.Hour,
 		Start: time.Now().Truncate(time.Second),
@@ -255,18 +292,100 @@ func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResul
 		return nil, err
 	}
 	defer once.close()
-
-	// The retry case stays within the default retry budget (10 retries a
-	// second over 10 s, plus 20% of requests): at most 60 retries.
-	cases := []struct {
-		name     string
-		provider string
-		calls    int
-		url      func(i int) string
-	}{
-		{"1 attempt: 200 with GitHub quota headers", "github", p.RedisExecutes, func(int) string { return prov.URL() + "/repos/octo/hello" }},
-		{"2 attempts: 503 Retry-After: 0, then 200", "", min(p.RedisExecutes, 50), func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, i) }},
+	var out []RedisOpsResult
+	var errs []error
+	for ti, topo := range Topologies {
+		if ctx.Err() != nil {
+			break
+		}
+		// The retry case stays within the default retry budget (10 retries a
+		// second over 10 s, plus 20% of requests): at most 60 retries.
+		base := ti * 10_000_000
+		cases := []redisCase{
+			{"1 attempt: 200 with GitHub quota headers", "github", p.RedisExecutes, 1, 2, "one attempt whose response carries quota: ≤ 2",
+				func(int) string { return prov.URL() + "/repos/octo/hello" }},
+			{"1 attempt: plain 200 (reports nothing)", "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }},
+			{"2 attempts: 503 Retry-After: 0, then plain 200", "", min(p.RedisExecutes, 50), 2, 3, "a 503 with a hint (≤ 2, as a response that carries quota) and a plain 200 (≤ 1): ≤ 3",
+				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }},
+		}
+		res, err := s.redisOpsOn(ctx, topo, cases, base)
+		out = append(out, res...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", topo, err))
+		}
 	}
+	return out, errors.Join(errs...)
+}
+
+// redisOpsOn runs the cases through one broker on topo.
+func (s *suite) redisOpsOn(ctx context.Context, topo Topology, cases []redisCase, base int) ([]RedisOpsResult, error) {
+	var masters []string
+	var sentinel string
+	var o brokerOptions
+	var proxy *roundTripProxy
+	switch topo {
+	case TopoSingle:
+		rs, err := s.redis(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := rs.command("FLUSHALL"); err != nil {
+			return nil, err
+		}
+		if proxy, err = startRoundTripProxy(rs.addr); err != nil {
+			return nil, err
+		}
+		defer proxy.close()
+		masters, o.redisURL = []string{rs.addr}, "redis://"+proxy.addr()+"/0"
+	case TopoCluster:
+		cl, err := s.cluster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if masters = cl.Masters(ctx); len(masters) != clusterMasters {
+			return nil, fmt.Errorf("%d masters answer, want %d", len(masters), clusterMasters)
+		}
+		if err := flushAll(masters); err != nil {
+			return nil, err
+		}
+		o.redisCluster = cl.Seeds()
+	case TopoSentinel:
+		dir := filepath.Join(s.tmp, "sentinel")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		sn, err := redistest.NewSentinel(dir)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := sn.Close(); err != nil {
+				s.logf("redis sentinel: stop: %v", err)
+			}
+		}()
+		s.logf("redis sentinel: master %s, replica %s, sentinel %s ready in %v (pids %v)", sn.MasterAddr(), sn.ReplicaAddr(), sn.Addr(), time.Since(t0), sn.Pids())
+		masters, sentinel, o.redisSentinel = []string{sn.MasterAddr()}, sn.Addr(), sn.Flag()
+	default:
+		return nil, fmt.Errorf("unknown topology %q", topo)
+	}
+	data, err := dataCommands(masters[0])
+	if err != nil {
+		return nil, err
+	}
+	o.metrics = true
+	b, err := startBroker(ctx, s.brokerBin, o)
+	if err != nil {
+		return nil, err
+	}
+	defer b.stop(5 * time.Second)
+	cl, conn, err := brokerClient(b.addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+
 	var out []RedisOpsResult
 	for ci, c := range cases {
 		exec := func(i int) (int, error) {
@@ -283,48 +402,102 @@ func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResul
 			}
 			return len(resp.GetAttempts()), nil
 		}
-		base := ci * 1_000_000
+		first := (ci + 1) * 1_000_000
 		for i := range 5 { // warm-up: connections, script cache
-			if _, err := exec(base + 900_000 + i); err != nil {
+			if _, err := exec(first + 900_000 + i); err != nil {
 				return out, fmt.Errorf("%s: warm-up: %w", c.name, err)
 			}
 		}
-		before, err := rs.commandStats()
+		health0, err := storeHealth(b)
 		if err != nil {
 			return out, err
 		}
-		rt0 := proxy.count()
-		r := RedisOpsResult{Case: c.name, ByCommand: map[string]int64{}}
+		before, err := snapshot(masters)
+		if err != nil {
+			return out, err
+		}
+		var sent0 int64
+		if sentinel != "" {
+			if sent0, err = sentinelCommands(sentinel); err != nil {
+				return out, err
+			}
+		}
+		var rt0 int64
+		if proxy != nil {
+			rt0 = proxy.count()
+		}
+		r := RedisOpsResult{
+			Topology: topo, Case: c.name, WantAttempts: c.attempts, Bound: c.bound, BoundWhy: c.why,
+			Masters: len(masters), Wire: proxy != nil,
+		}
 		for i := range c.calls {
-			n, err := exec(base + i)
+			n, err := exec(first + i)
 			if err != nil {
 				return out, fmt.Errorf("%s: %w", c.name, err)
 			}
 			r.Executes++
 			r.Attempts += n
 		}
-		r.RoundTrips = proxy.count() - rt0
-		after, err := rs.commandStats()
+		if proxy != nil {
+			r.RoundTrips = proxy.count() - rt0
+		}
+		after, err := snapshot(masters)
 		if err != nil {
 			return out, err
 		}
-		for k, v := range after {
-			if k == "info" { // our own INFO commandstats
-				continue
+		if sentinel != "" {
+			sent1, err := sentinelCommands(sentinel)
+			if err != nil {
+				return out, err
 			}
-			if d := v - before[k]; d > 0 {
-				r.ByCommand[k] = d
-				r.Commands += d
-			}
+			r.SentinelCommands = max(0, sent1-sent0-1) // our first INFO counts too
+		}
+		if err := stayedShared(b, health0); err != nil {
+			return out, fmt.Errorf("%s: %w", c.name, err)
+		}
+		d := diffStats(before, after, data, ignoredCommands(topo))
+		r.Commands, r.TopLevel, r.MastersReached, r.ByCommand, r.TopByCommand = d.Total, d.TopLevel, d.Reached, d.Commands, d.TopCommands
+		if proxy == nil {
+			r.RoundTrips = r.TopLevel + r.SentinelCommands
 		}
 		cpe, rpe := r.PerExecute()
-		s.logf("redis: %s: %.2f commands and %.2f round trips per Execute (%d attempts for %d calls) %v", c.name, cpe, rpe, r.Attempts, r.Executes, r.ByCommand)
+		s.logf("redis %s: %s: %.2f commands, %.2f top-level commands and %.2f round trips per Execute (%d attempts for %d calls; %d of %d masters reached, sentinel %d) %v",
+			topo, c.name, cpe, r.TopLevelPerExecute(), rpe, r.Attempts, r.Executes, r.MastersReached, r.Masters, r.SentinelCommands, r.ByCommand)
 		out = append(out, r)
+	}
+	if err := exitedDuring([]*broker{b}); err != nil {
+		return out, err
 	}
 	return out, nil
 }
 
-// once503 answers each path 503 Retry-After: 0 the first time, then 200.
+// storeHealth reads the broker's retrybroker_store_degraded and
+// retrybroker_store_state_changes_total.
+func storeHealth(b *broker) ([2]float64, error) {
+	m, err := b.metrics()
+	if err != nil {
+		return [2]float64{}, fmt.Errorf("broker metrics: %w", err)
+	}
+	return [2]float64{m["retrybroker_store_degraded"], m["retrybroker_store_state_changes_total"]}, nil
+}
+
+// stayedShared returns an error when the broker is degraded or changed its
+// store state since it reported before: a broker that left shared state
+// served calls on local state, and its Redis counts would be wrong.
+func stayedShared(b *broker, before [2]float64) error {
+	now, err := storeHealth(b)
+	if err != nil {
+		return err
+	}
+	if before[0] != 0 || now[0] != 0 || now[1] != before[1] {
+		return fmt.Errorf("the broker left shared state during the case (store degraded %v then %v, state changes %v then %v): its counts are not the broker's on Redis", before[0], now[0], before[1], now[1])
+	}
+	return nil
+}
+
+// once503 answers each path 503 Retry-After: 0 the first time, then 200;
+// paths under /plain/ are answered 200 at once. No answer carries a
+// rate-limit header.
 type once503 struct {
 	srv  *http.Server
 	url  string
@@ -344,6 +517,10 @@ func startOnce503() (*once503, error) {
 }
 
 func (o *once503) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/plain/") {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	}
 	o.mu.Lock()
 	first := !o.seen[r.URL.Path]
 	o.seen[r.URL.Path] = true

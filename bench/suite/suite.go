@@ -11,8 +11,15 @@
 // suite writes (bench/suite/brokerconfig.go) and checks first with
 // `broker config check`: a broker that refuses one fails its rows loudly.
 //
+// The shared-state rows run on one redis-server and on a 3-master Redis
+// Cluster, and the Redis operations are counted on one server, that
+// cluster and a master with a replica and a sentinel; the cluster and the
+// Sentinel processes come from internal/store/redistest.
+//
 // Every process and every request stays on 127.0.0.1, and every request
-// loop is bounded in count and time. Run it with
+// loop is bounded in count and time. Every redis-server and broker process
+// is stopped by its pid within a bounded time, and on Linux is also killed
+// by the kernel if the suite's process dies first (Pdeathsig). Run it with
 //
 //	go run ./bench/cmd/benchsuite
 //
@@ -33,6 +40,7 @@ import (
 	"time"
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
+	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
 // Options configure a run.
@@ -46,7 +54,9 @@ type Options struct {
 	// ModuleRoot is the repository root (for building the broker and for
 	// relative output paths); empty means the current directory.
 	ModuleRoot string
-	// RedisServer is the redis-server binary; empty looks it up on PATH.
+	// RedisServer is the redis-server binary of the single server; empty
+	// looks it up on PATH. The cluster and Sentinel nodes always use the
+	// one on PATH (internal/store/redistest).
 	RedisServer string
 	// DocPath is the markdown report to write (e.g. docs/benchmarks.md);
 	// empty writes none.
@@ -103,6 +113,10 @@ type suite struct {
 	redisOnce sync.Once
 	redisSrv  *redisServer
 	redisErr  error
+
+	clusterOnce sync.Once
+	clusterSrv  *redistest.Cluster
+	clusterErr  error
 }
 
 func (s *suite) logf(format string, args ...any) {
@@ -140,6 +154,26 @@ type Sizes struct {
 // herd effect (beside the rows with QuotaParams.Callers).
 const HerdCallers = 100
 
+// ClusterStyles are the provider styles whose quota rows also run on the
+// Redis Cluster in a full run: one that announces its quota on every answer
+// (GitHub) and one that announces nothing until it refuses (Retry-After).
+// Jira and Azure behave as these two do on one Redis server; running them
+// on the cluster too would take make bench beyond its 10 minutes.
+var ClusterStyles = []fakeprovider.Style{fakeprovider.GitHub, fakeprovider.RetryAfter}
+
+// clusterCases are the cluster's rows of style st in a full run: c-cluster
+// and d-cluster at QuotaParams.Callers, and c-cluster with the herd.
+func clusterCases(st fakeprovider.Style) []QuotaCase {
+	if !slices.Contains(ClusterStyles, st) {
+		return nil
+	}
+	out := []QuotaCase{{Style: st, Row: RowClusterShared}, {Style: st, Row: RowClusterSeeds}}
+	if st == fakeprovider.RetryAfter {
+		out = append(out, QuotaCase{Style: st, Row: RowClusterShared, Callers: HerdCallers})
+	}
+	return out
+}
+
 // Params returns the scenario sizes for a full or a quick run.
 func Params(quick bool) Sizes {
 	outageSetups := []OutageSetup{OutageRetryableHTTP, OutageNoBreaker, OutageBreaker}
@@ -156,6 +190,9 @@ func Params(quick bool) Sizes {
 					{Style: fakeprovider.Jira, Row: RowOneBroker},
 					{Style: fakeprovider.RetryAfter, Row: RowOneBroker},
 					{Style: fakeprovider.RetryAfter, Row: RowRedis3, Callers: HerdCallers},
+					// One row on the cluster, so that its code runs (the
+					// scale scenario runs the cluster with every seed).
+					{Style: fakeprovider.RetryAfter, Row: RowClusterSeeds},
 				},
 			},
 			Outage: OutageParams{
@@ -183,6 +220,7 @@ func Params(quick bool) Sizes {
 		for _, r := range herd {
 			cases = append(cases, QuotaCase{Style: st, Row: r, Callers: HerdCallers})
 		}
+		cases = append(cases, clusterCases(st)...)
 	}
 	openFor := 5 * time.Second
 	return Sizes{
@@ -218,6 +256,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if s.redisSrv != nil {
 			s.redisSrv.stop(2 * time.Second)
 		}
+		s.closeCluster()
 	}()
 	rep := &Report{Quick: o.Quick, Machine: machineInfo(root), Started: time.Now(), Command: o.Command}
 	built := s.brokerBin == ""

@@ -48,7 +48,7 @@ func brokerBin(t *testing.T, root string) string {
 // performance figure: the machine may be busy.
 func TestQuickRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs broker and redis-server processes for about 20 seconds")
+		t.Skip("runs broker and redis-server processes (a single server, a 3-master cluster, a sentinel) for about a minute")
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server not found on PATH: run make redis (or apt-get install -y redis-server)")
@@ -111,12 +111,31 @@ func TestQuickRun(t *testing.T) {
 	if len(rep.Parked) != len(pp.Calls) {
 		t.Errorf("parked results: %d, want %d", len(rep.Parked), len(pp.Calls))
 	}
-	if len(rep.Config) != len(sp.Tenants) || len(rep.RedisOps) != 2 {
+	if len(rep.Config) != len(sp.Tenants) || len(rep.RedisOps) != 3*len(suite.Topologies) {
 		t.Errorf("scale results: %d config, %d redis", len(rep.Config), len(rep.RedisOps))
 	}
+	topos := map[suite.Topology]int{}
 	for _, r := range rep.RedisOps {
-		if r.Commands == 0 || r.RoundTrips == 0 {
-			t.Errorf("redis ops %q: nothing counted", r.Case)
+		topos[r.Topology]++
+		// Every case makes the attempts it is made of, runs at least one
+		// script per attempt on exactly one master, and sends at least
+		// one top-level command per attempt.
+		if r.Commands < int64(r.Attempts) || r.RoundTrips < int64(r.Attempts) || r.TopLevel < int64(r.Attempts) || r.MastersReached != 1 {
+			t.Errorf("redis ops %s %q: not counted: %+v", r.Topology, r.Case, r)
+		}
+		if r.Attempts != r.WantAttempts*r.Executes || r.Bound == 0 {
+			t.Errorf("redis ops %s %q: %d attempts for %d calls (want %d each), bound %v", r.Topology, r.Case, r.Attempts, r.Executes, r.WantAttempts, r.Bound)
+		}
+		if want := map[suite.Topology]int{suite.TopoSingle: 1, suite.TopoCluster: 3, suite.TopoSentinel: 1}[r.Topology]; r.Masters != want {
+			t.Errorf("redis ops %s: %d masters, want %d", r.Topology, r.Masters, want)
+		}
+		if r.Wire != (r.Topology == suite.TopoSingle) {
+			t.Errorf("redis ops %s: counted on the wire %v", r.Topology, r.Wire)
+		}
+	}
+	for _, topo := range suite.Topologies {
+		if topos[topo] != 3 {
+			t.Errorf("redis ops on %s: %d cases, want 3", topo, topos[topo])
 		}
 	}
 	if st := rep.Stream; st == nil || st.Single.PeakRSS == 0 || st.Concurrent.Streams == 0 || len(st.TTFB) != 4 || len(st.Throughput) != 2 {
@@ -132,7 +151,11 @@ func TestQuickRun(t *testing.T) {
 		"### Outage", "| a | – |", "| broker, no breaker | `breaker: {disabled: true}` |", "| broker, breaker | `breaker: {",
 		"outage: with the breaker, the first success comes",
 		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
+		"| retry-after | d-cluster | 3 brokers, 3-master Redis Cluster, a different seed node each | 4 |",
+		"retry-after row d-cluster (3 brokers, 3-master Redis Cluster, a different seed node each), 4 callers, after the first window: 0 early sends",
 		"### Parked calls", "### Scale", "round trips / Execute",
+		"| one server | 1 attempt: plain 200 (reports nothing) |", "| 3-master cluster | 1 attempt: 200 with GitHub quota headers |", "| master + replica + sentinel | 2 attempts: 503 Retry-After: 0, then plain 200 |",
+		"Redis 3-master cluster, 1 attempt: plain 200 (reports nothing): ≤ 1 round trip per Execute",
 		"### Streaming", "minimal streaming forwarder", "time to first byte",
 	} {
 		if !strings.Contains(md, want) {

@@ -26,7 +26,7 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "short smoke run (numbers not meant to be quoted)")
 	brokerBin := flag.String("broker", "", "broker binary to run (default: go build ./cmd/broker into a temporary directory)")
-	redisBin := flag.String("redis-server", "", "redis-server binary (default: from PATH)")
+	redisBin := flag.String("redis-server", "", "redis-server binary of the single server (default: from PATH; the cluster and Sentinel nodes always use the one on PATH)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown report to write (empty: none)")
 	charts := flag.String("charts", "docs/benchmarks", "directory for the PNG charts (empty: none)")
 	only := flag.String("only", "", "comma-separated scenarios to run: quota, outage, overhead, parked, scale, stream (default: all)")
