@@ -247,10 +247,15 @@ Redis operations: one broker per topology runs Execute calls one at a time,
 after 5 warm-up calls, on each of three topologies: one server (` + "`--redis`" + `),
 the 3-master cluster of the quota rows (` + "`--redis-cluster`" + ` with every node as a
 seed) and a master with one replica and one sentinel (` + "`--redis-sentinel`" + `; all
-formed by ` + "`internal/store/redistest`" + `, on loopback). Three cases: one attempt
+formed by ` + "`internal/store/redistest`" + `, on loopback). Four cases: one attempt
 whose 200 carries GitHub quota headers (x-ratelimit-remaining, -reset), one
-attempt whose plain 200 reports nothing, and two attempts (a 503 with
-Retry-After: 0, then a plain 200). How each column is counted:
+attempt whose plain 200 reports nothing, two attempts (a 503 with
+Retry-After: 0, then a plain 200), all on a broker with the default local
+admission (` + "`--redis-local-admission 250ms`" + `: a plain gate is admitted without
+a round trip once Redis said it is plain, its counts written every 10 ms),
+and the plain 200 again on a second broker, started after the first one
+stopped, with local admission off (` + "`--redis-local-admission 0`" + `): what every
+call costs when it asks Redis. How each column is counted:
 
 - **Redis commands / Execute**: every command the masters ran, the commands
   run by scripts included, from INFO commandstats (calls) read before and
@@ -272,8 +277,10 @@ Retry-After: 0, then a plain 200). How each column is counted:
   one-server rows show both counts side by side, which checks the
   commandstats count against the wire.
 - Left out everywhere: INFO (the suite's own, and a sentinel's every 10 s),
-  REPLCONF (a replica's ACK every second) and PUBLISH (a sentinel's hello),
-  which the broker never sends; on Sentinel also PING (the sentinel pings its
+  REPLCONF (a replica's ACK every second) and PUBLISH (a sentinel's hello;
+  the broker's scripts publish too, but only when a gate stops being plain:
+  a closed gate, a first quota, a breaker change), which the broker never
+  sends itself; on Sentinel also PING (the sentinel pings its
   master every second; a broker pings only to probe a Redis it lost, and the
   suite checks that the broker stayed on shared state through every case,
   with retrybroker_store_degraded and retrybroker_store_state_changes_total,

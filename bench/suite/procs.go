@@ -159,6 +159,8 @@ type brokerOptions struct {
 	redisCluster  string
 	redisSentinel string
 	metrics       bool
+	// localAdmission is --redis-local-admission ("" for the default).
+	localAdmission string
 	// config is a --config file; the dev tenant's --allow-destinations is
 	// then not passed.
 	config string
@@ -209,6 +211,9 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 			args = append(args, "--redis-cluster", o.redisCluster)
 		case o.redisSentinel != "":
 			args = append(args, "--redis-sentinel", o.redisSentinel)
+		}
+		if o.localAdmission != "" {
+			args = append(args, "--redis-local-admission", o.localAdmission)
 		}
 		t0 := time.Now()
 		b.process, err = startProcess(bin, args...)

@@ -258,6 +258,13 @@ func (s *suite) configRun(ctx context.Context, p ScaleParams) ([]ConfigResult, *
 	return out, base, nil
 }
 
+// PlainRemoteCase is the plain-200 case on a broker with local admission
+// off; PlainCase the same on the default broker (local admission on).
+const (
+	PlainCase       = "1 attempt: plain 200 (reports nothing)"
+	PlainRemoteCase = "1 attempt: plain 200, local admission off (--redis-local-admission 0)"
+)
+
 // redisCase is one case of the Redis operations table.
 type redisCase struct {
 	name     string
@@ -267,14 +274,19 @@ type redisCase struct {
 	bound    float64
 	why      string
 	url      func(i int) string
+	// remote runs the case on a broker with local admission off
+	// (--redis-local-admission 0): every Admit a round trip. The other
+	// cases run on the default (local admission on).
+	remote bool
 }
 
 // redisOpsRun counts Redis commands and round trips per Execute through a
 // broker on each topology (one server, the 3-master cluster, a master with
-// a replica and a sentinel), in three cases: one attempt whose 200 carries
-// GitHub quota headers, one attempt whose plain 200 reports nothing, and
-// two attempts (503 Retry-After: 0, then a plain 200). A topology that
-// fails is reported in the error; the others still run.
+// a replica and a sentinel), in four cases: one attempt whose 200 carries
+// GitHub quota headers, one attempt whose plain 200 reports nothing (with
+// local admission on, the default, and off), and two attempts (503
+// Retry-After: 0, then a plain 200). A topology that fails is reported in
+// the error; the others still run.
 func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResult, error) {
 	// Upstreams: a GitHub-style provider with a quota that never runs out,
 	// and a server answering /plain/ 200 with no header of note, and each
@@ -303,11 +315,13 @@ func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResul
 		base := ti * 10_000_000
 		cases := []redisCase{
 			{"1 attempt: 200 with GitHub quota headers", "github", p.RedisExecutes, 1, 2, "one attempt whose response carries quota: ≤ 2",
-				func(int) string { return prov.URL() + "/repos/octo/hello" }},
-			{"1 attempt: plain 200 (reports nothing)", "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
-				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }},
+				func(int) string { return prov.URL() + "/repos/octo/hello" }, false},
+			{PlainCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }, false},
 			{"2 attempts: 503 Retry-After: 0, then plain 200", "", min(p.RedisExecutes, 50), 2, 3, "a 503 with a hint (≤ 2, as a response that carries quota) and a plain 200 (≤ 1): ≤ 3",
-				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }},
+				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }, false},
+			{PlainRemoteCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+500_000+i) }, true},
 		}
 		res, err := s.redisOpsOn(ctx, topo, cases, base)
 		out = append(out, res...)
@@ -375,19 +389,39 @@ func (s *suite) redisOpsOn(ctx context.Context, topo Topology, cases []redisCase
 		return nil, err
 	}
 	o.metrics = true
-	b, err := startBroker(ctx, s.brokerBin, o)
-	if err != nil {
-		return nil, err
+	// One broker at a time (a second broker's subscription would count
+	// too): the default one, then, for the remote cases, one with local
+	// admission off.
+	var b *broker
+	var cl rbv1.BrokerServiceClient
+	var conn *grpc.ClientConn
+	var exitErrs []error // a broker that exited before it was stopped
+	remote := false
+	stopBroker := func() {
+		if b != nil {
+			exitErrs = append(exitErrs, exitedDuring([]*broker{b}))
+			_ = conn.Close()
+			b.stop(5 * time.Second)
+			b = nil
+		}
 	}
-	defer b.stop(5 * time.Second)
-	cl, conn, err := brokerClient(b.addr)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-
+	defer stopBroker()
 	var out []RedisOpsResult
 	for ci, c := range cases {
+		if b == nil || c.remote != remote {
+			stopBroker()
+			remote, o.localAdmission = c.remote, ""
+			if remote {
+				o.localAdmission = "0"
+			}
+			var err error
+			if b, err = startBroker(ctx, s.brokerBin, o); err != nil {
+				return out, err
+			}
+			if cl, conn, err = brokerClient(b.addr); err != nil {
+				return out, err
+			}
+		}
 		exec := func(i int) (int, error) {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -465,10 +499,8 @@ func (s *suite) redisOpsOn(ctx context.Context, topo Topology, cases []redisCase
 			topo, c.name, cpe, r.TopLevelPerExecute(), rpe, r.Attempts, r.Executes, r.MastersReached, r.Masters, r.SentinelCommands, r.ByCommand)
 		out = append(out, r)
 	}
-	if err := exitedDuring([]*broker{b}); err != nil {
-		return out, err
-	}
-	return out, nil
+	stopBroker()
+	return out, errors.Join(exitErrs...)
 }
 
 // storeHealth reads the broker's retrybroker_store_degraded and
