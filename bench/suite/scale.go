@@ -314,14 +314,22 @@ func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResul
 		// second over 10 s, plus 20% of requests): at most 60 retries.
 		base := ti * 10_000_000
 		cases := []redisCase{
-			{"1 attempt: 200 with GitHub quota headers", "github", p.RedisExecutes, 1, 2, "one attempt whose response carries quota: ≤ 2",
-				func(int) string { return prov.URL() + "/repos/octo/hello" }, false},
-			{PlainCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
-				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }, false},
-			{"2 attempts: 503 Retry-After: 0, then plain 200", "", min(p.RedisExecutes, 50), 2, 3, "a 503 with a hint (≤ 2, as a response that carries quota) and a plain 200 (≤ 1): ≤ 3",
-				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }, false},
-			{PlainRemoteCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
-				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+500_000+i) }, true},
+			{
+				"1 attempt: 200 with GitHub quota headers", "github", p.RedisExecutes, 1, 2, "one attempt whose response carries quota: ≤ 2",
+				func(int) string { return prov.URL() + "/repos/octo/hello" }, false,
+			},
+			{
+				PlainCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }, false,
+			},
+			{
+				"2 attempts: 503 Retry-After: 0, then plain 200", "", min(p.RedisExecutes, 50), 2, 3, "a 503 with a hint (≤ 2, as a response that carries quota) and a plain 200 (≤ 1): ≤ 3",
+				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }, false,
+			},
+			{
+				PlainRemoteCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+500_000+i) }, true,
+			},
 		}
 		res, err := s.redisOpsOn(ctx, topo, cases, base)
 		out = append(out, res...)
