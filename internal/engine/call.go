@@ -171,7 +171,15 @@ func (s *callState) admit() (store.Admission, bool, error) {
 				return adm, true, s.endEarly(OutcomeGateClosed, poll, true)
 			}
 			start := s.r.clock.Now()
-			if end, err := s.wait("held", poll, s.r.events.wait(s.gate)); end {
+			w := s.r.events.wait(s.gate)
+			// Many held calls here poll less often each (completions here
+			// wake them one by one), within the call's deadline.
+			if n := s.r.events.held(s.gate); n > 1 {
+				poll = max(min(heldPollFor(poll, n), s.deadline.Sub(now)-time.Millisecond), poll)
+			}
+			end, err := s.wait("held", poll, w.ch)
+			s.r.events.leave(s.gate, w, !end)
+			if end {
 				return adm, true, err
 			}
 			s.waited += s.r.clock.Now().Sub(start)

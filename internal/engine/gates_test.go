@@ -1,6 +1,9 @@
 package engine_test
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +115,69 @@ func TestRunnerLearnsAndHolds(t *testing.T) {
 func hostOf(rawURL string) string {
 	const p = "http://"
 	return rawURL[len(p):]
+}
+
+// admitCounter counts a store's Admits and has held calls check again
+// only after a minute, so that only completions can wake them.
+type admitCounter struct {
+	store.Store
+	admits atomic.Int64
+}
+
+func (c *admitCounter) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
+	c.admits.Add(1)
+	adm, err := c.Store.Admit(ctx, req)
+	if adm.Held {
+		adm.HeldFor = time.Minute
+	}
+	return adm, err
+}
+
+// TestHeldCallsWakeOneByOne: a learning gate whose learned quota is 0
+// (its first call was refused) sends its calls one probe at a time. 200
+// calls held on it are woken by the probes' completions in this process
+// one at a time, not all at each completion: every call is sent, with
+// about two store Admits per call (waking all would take about 200²/2),
+// and without waiting for a poll (held calls check again only after a
+// minute here).
+func TestHeldCallsWakeOneByOne(t *testing.T) {
+	const n = 200
+	mem := memstore.New()
+	defer mem.Close()
+	st := &admitCounter{Store: mem}
+	runner := engine.NewRunner(st, engine.WithHeldPoll(time.Minute))
+	p := mustPolicy(t, func(p *engine.Policy) {
+		p.Learning = store.LearningConfig{Enabled: true}
+		p.MaxRetries = 0
+		p.TotalTimeout = 5 * time.Minute
+	})
+	up := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "1"}}, reply{status: 200})
+	if _, err := runner.Run(t.Context(), newCall(t, up.URL, "GET", p, "")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the gate reopens; L = 0
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	watchdog := time.AfterFunc(30*time.Second, cancel)
+	defer watchdog.Stop()
+	before := st.admits.Load()
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for range n {
+		wg.Go(func() {
+			res, err := runner.Run(ctx, newCall(t, up.URL, "GET", p, ""))
+			if err == nil && res.Outcome == engine.OutcomeSuccess {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != n {
+		t.Fatalf("%d of %d calls succeeded (the watchdog cancels after 30 s: held calls were not woken)", ok.Load(), n)
+	}
+	admits := st.admits.Load() - before
+	t.Logf("%d calls, %d Admits", n, admits)
+	if admits > 3*n {
+		t.Fatalf("%d store Admits for %d calls, want at most %d: completions wake more than one held call", admits, n, 3*n)
+	}
 }
