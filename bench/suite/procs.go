@@ -452,9 +452,6 @@ func (s *redisServer) URL() string { return "redis://" + s.addr + "/0" }
 // command sends one inline command to the server; see redisCommand.
 func (s *redisServer) command(cmd string) (string, error) { return redisCommand(s.addr, cmd) }
 
-// commandStats returns the server's INFO commandstats; see commandStats.
-func (s *redisServer) commandStats() (map[string]commandCount, error) { return commandStats(s.addr) }
-
 // redisCommand sends one inline command to the Redis at addr (loopback)
 // on a connection of its own and returns the whole reply, for the few
 // admin commands the suite needs (PING, FLUSHALL, INFO, ACL CAT). Bulk

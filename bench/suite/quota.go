@@ -77,15 +77,6 @@ const (
 // Rows lists every row, in the order of the tables.
 var Rows = []Row{RowRetryableHTTP, RowOneBroker, RowRedis3, RowMemory3, RowClusterShared, RowClusterSeeds}
 
-// shared reports whether the row's brokers share one Redis (or cluster):
-// the rows judged by the quota targets.
-func (r Row) shared() bool {
-	return r == RowOneBroker || r == RowRedis3 || r == RowClusterShared || r == RowClusterSeeds
-}
-
-// onCluster reports whether the row runs on the Redis Cluster.
-func (r Row) onCluster() bool { return r == RowClusterShared || r == RowClusterSeeds }
-
 // Describe returns the row's long name.
 func (r Row) Describe() string {
 	switch r {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
 )
@@ -189,6 +190,11 @@ func TestDialerDefaultDialFunc(t *testing.T) {
 		t.Fatalf("DialContext: %v", err)
 	}
 	_ = conn.Close()
+	// The server counts the connection when it accepts it, which may be
+	// after DialContext returned.
+	for deadline := time.Now().Add(5 * time.Second); srv.conns.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := srv.conns.Load(); n != 1 {
 		t.Errorf("server saw %d connections, want 1", n)
 	}
