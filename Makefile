@@ -13,11 +13,11 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all tools deps redis run build generate check-generate lint fmt test test-go test-clients fuzz bench clean
+.PHONY: all tools deps redis run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
-## tools: install the pinned Go tools (buf, protoc plugins, staticcheck, gofumpt, grpcurl) into ./bin
+## tools: install the pinned Go tools (buf, protoc plugins, staticcheck, gofumpt, grpcurl, gocyclo) into ./bin
 tools: $(BIN)/.tools-stamp
 $(BIN)/.tools-stamp: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
@@ -62,6 +62,10 @@ check-generate: generate
 ## fmt: format Go code with gofumpt
 fmt: tools
 	$(BIN)/gofumpt -w $$(git ls-files '*.go' | grep -v '^gen/')
+
+## complexity: the ten most complex production functions (gocyclo; tests, gen/ and bench/ left out)
+complexity: tools
+	$(BIN)/gocyclo -top 10 $$(git ls-files '*.go' | grep -v '_test\.go$$' | grep -v '^gen/' | grep -v '^bench/')
 
 ## lint: gofumpt, go vet, staticcheck, buf lint and buf format; the clients' ruff, mypy, tsc and biome
 lint: tools
