@@ -610,15 +610,16 @@ func (r *Report) Findings() []string {
 	out = append(out, r.redisFindings()...)
 	for _, c := range r.Overhead.Concurrency {
 		x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c)
-		if !ok || x >= 0.85 {
+		if !ok || x >= executeTarget(c) {
 			continue
 		}
 		b, _ := r.overheadResult(VarExecute, c)
 		f, _ := r.overheadResult(VarForwarder, c)
-		msg := fmt.Sprintf("Execute at concurrency %d: %.1f%% of the minimal forwarder.", c, 100*x)
+		msg := fmt.Sprintf("Execute at concurrency %d: %.1f%% of the minimal forwarder (target %.0f%%); p50 %s against the forwarder's %s.",
+			c, 100*x, 100*executeTarget(c), fmtDur(b.P50), fmtDur(f.P50))
 		if b.UpstreamConns > f.UpstreamConns && b.Calls > 0 {
-			msg += fmt.Sprintf(" The broker opened %d new upstream connections during its rounds (one per %.1f calls), the forwarder %d: the egress transport of cmd/broker keeps at most %d idle connections per host (and 100 in all), with no setting to raise them, so beyond %d concurrent calls to one host most calls pay for a new TCP connection.",
-				b.UpstreamConns, float64(b.Calls)/float64(b.UpstreamConns), f.UpstreamConns, egress.DefaultMaxIdleConnsPerHost, egress.DefaultMaxIdleConnsPerHost)
+			msg += fmt.Sprintf(" The broker opened %d new upstream connections during its rounds (one per %.1f calls), the forwarder %d: beyond %d idle connections per host (--upstream-max-idle-conns-per-host) calls pay for a new TCP connection.",
+				b.UpstreamConns, float64(b.Calls)/float64(b.UpstreamConns), f.UpstreamConns, egress.DefaultMaxIdleConnsPerHost)
 		}
 		out = append(out, msg)
 	}
