@@ -313,11 +313,6 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (
 	return sharedStore{store: store.NewFallback(rs, memstore.New()), describe: describeRedis(cfg)}, nil
 }
 
-// maxLocalAdmissionTTL bounds --redis-local-admission: should an
-// announcement that a gate closed be lost (the subscription breaks
-// unnoticed), a replica goes on admitting on that gate at most this long.
-const maxLocalAdmissionTTL = 10 * time.Second
-
 // localAdmissionTTL is --redis-local-admission: redisstore's default when
 // not given.
 func (o *redisOptions) localAdmissionTTL() (time.Duration, error) {
@@ -329,8 +324,8 @@ func (o *redisOptions) localAdmissionTTL() (time.Duration, error) {
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("%s: want a duration such as 250ms, or 0 to turn local admission off", o.localAdmission.source("redis-local-admission"))
 	}
-	if d > maxLocalAdmissionTTL {
-		return 0, fmt.Errorf("%s: %s is longer than %s, the longest a lost announcement may go unnoticed", o.localAdmission.source("redis-local-admission"), d, maxLocalAdmissionTTL)
+	if d > redisstore.MaxLocalAdmissionTTL {
+		return 0, fmt.Errorf("%s: %s is longer than %s, the longest a lost announcement may go unnoticed", o.localAdmission.source("redis-local-admission"), d, redisstore.MaxLocalAdmissionTTL)
 	}
 	return d, nil
 }
@@ -409,7 +404,7 @@ func describeCause(c store.Cause) (what, hint string) {
 	case store.CauseCrossSlot:
 		return "refused keys of several slots (CROSSSLOT)", "the keys of one call share a hash tag: report this with the detail"
 	case store.CauseNoPerm:
-		return "refuses the ACL user a command or key (NOPERM)", "grant the user the commands of docs/operations.md on ~rb:v1:*"
+		return "refuses the ACL user a command or key (NOPERM)", "grant the user the commands of docs/operations.md on the keys ~rb:v1:* and the channels &rb:v1:*"
 	case store.CauseWrongPass:
 		return "refuses the credentials (WRONGPASS, NOAUTH)", "check --redis-user and the password (--redis-password-file or $" + envPassword + ")"
 	case store.CauseOOM:

@@ -171,10 +171,10 @@ func (s *callState) admit() (store.Admission, bool, error) {
 				return adm, true, s.endEarly(OutcomeGateClosed, poll, true)
 			}
 			start := s.r.clock.Now()
-			w := s.r.events.wait(s.gate)
+			w, n := s.r.events.wait(s.gate)
 			// Many held calls here poll less often each (completions here
 			// wake them one by one), within the call's deadline.
-			if n := s.r.events.held(s.gate); n > 1 {
+			if n > 1 {
 				poll = max(min(heldPollFor(poll, n), s.deadline.Sub(now)-time.Millisecond), poll)
 			}
 			end, err := s.wait("held", poll, w.ch)

@@ -30,9 +30,10 @@ type heldWaiter struct {
 	elem  *list.Element
 }
 
-// wait queues a held call on gate; its channel is closed at a signal for
-// gate that reaches it. The caller must call leave.
-func (e *gateEvents) wait(gate store.GateKey) *heldWaiter {
+// wait queues a held call on gate and returns it with the number of calls
+// now held there; its channel is closed at a signal for gate that reaches
+// it. The caller must call leave.
+func (e *gateEvents) wait(gate store.GateKey) (*heldWaiter, int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.waiting == nil {
@@ -45,7 +46,7 @@ func (e *gateEvents) wait(gate store.GateKey) *heldWaiter {
 	}
 	w := &heldWaiter{ch: make(chan struct{})}
 	w.elem = l.PushBack(w)
-	return w
+	return w, l.Len()
 }
 
 // leave takes w out of gate's queue. A call that was woken but does not
@@ -66,16 +67,6 @@ func (e *gateEvents) leave(gate store.GateKey, w *heldWaiter, asked bool) {
 	if woken && !asked {
 		e.signal(gate)
 	}
-}
-
-// held returns the number of calls held on gate in this process.
-func (e *gateEvents) held(gate store.GateKey) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if l := e.waiting[gate]; l != nil {
-		return l.Len()
-	}
-	return 0
 }
 
 // signal wakes the call held longest on gate. It costs one map lookup when

@@ -20,6 +20,10 @@ const (
 	// plain gate without asking Redis, unless told otherwise sooner; see
 	// WithLocalAdmission.
 	DefaultLocalAdmissionTTL = 250 * time.Millisecond
+	// MaxLocalAdmissionTTL bounds WithLocalAdmission: should an
+	// announcement that a gate closed be lost without the subscription
+	// breaking, a replica goes on admitting on that gate at most this long.
+	MaxLocalAdmissionTTL = 10 * time.Second
 	// localFlushEvery is how soon the counts of locally admitted attempts
 	// reach Redis (at most; at once when another replica changes the gate).
 	localFlushEvery = 10 * time.Millisecond

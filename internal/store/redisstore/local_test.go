@@ -310,3 +310,27 @@ func TestLocalAdmissionCloseWrites(t *testing.T) {
 		t.Errorf("admitted in the epoch after Close: %q, want 5", la)
 	}
 }
+
+// TestLocalAdmissionTTLBounded: a TTL beyond MaxLocalAdmissionTTL is cut to
+// it, zero turns local admission off, and the default is
+// DefaultLocalAdmissionTTL.
+func TestLocalAdmissionTTLBounded(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, c := range []struct {
+		opts []redisstore.Option
+		want time.Duration
+	}{
+		{nil, redisstore.DefaultLocalAdmissionTTL},
+		{[]redisstore.Option{redisstore.WithLocalAdmission(time.Hour)}, redisstore.MaxLocalAdmissionTTL},
+		{[]redisstore.Option{redisstore.WithLocalAdmission(0)}, 0},
+	} {
+		s, err := redisstore.New(context.Background(), srv.URL(), c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.LocalAdmissionTTL(); got != c.want {
+			t.Errorf("LocalAdmissionTTL() = %v, want %v", got, c.want)
+		}
+		_ = s.Close()
+	}
+}

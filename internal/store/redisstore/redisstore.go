@@ -68,15 +68,16 @@ func WithTicketTTL(d time.Duration) Option {
 // WithLocalAdmission sets how long a replica admits attempts on a plain
 // gate (no known quota, no pacing, nothing learned, a closed breaker)
 // without a round trip, after Redis reported it plain; zero or negative
-// turns local admission off, so that every Admit is a round trip. The
-// default is DefaultLocalAdmissionTTL. With it on, the store subscribes to
+// turns local admission off, so that every Admit is a round trip; a TTL
+// longer than MaxLocalAdmissionTTL is cut to it. The default is
+// DefaultLocalAdmissionTTL. With it on, the store subscribes to
 // the channel on which the replicas announce the gates that stop being
 // plain. Every replica announces, local admission on or off, so replicas
 // with different settings may share a Redis; the ACL user needs PUBLISH
 // (and, with local admission on, SUBSCRIBE) on the channel <prefix>plain.
 // See localAdmission for the guarantees.
 func WithLocalAdmission(ttl time.Duration) Option {
-	return func(o *options) { o.localTTL = max(ttl, 0) }
+	return func(o *options) { o.localTTL = min(max(ttl, 0), MaxLocalAdmissionTTL) }
 }
 
 // WithKeyPrefix replaces DefaultKeyPrefix, for instance to share one Redis
