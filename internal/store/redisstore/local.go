@@ -33,7 +33,8 @@ const (
 	maxFlushBatch = 256
 	// subscriberIdle is how long the invalidation subscription may stay
 	// silent before it is pinged; after three such silences it is taken
-	// for dead (local admission stops until it is confirmed again).
+	// for dead (local admission stops until it is confirmed again: by a
+	// new subscription, or by an answer on the same connection).
 	subscriberIdle = time.Second
 )
 
@@ -436,7 +437,7 @@ func (l *localAdmission) subscribe(ctx context.Context) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				if silent++; silent >= 3 {
+				if silent++; silent == 3 {
 					l.setLive(false)
 				}
 				_ = ps.Ping(ctx)
@@ -449,6 +450,12 @@ func (l *localAdmission) subscribe(ctx context.Context) {
 			case <-time.After(100 * time.Millisecond):
 			}
 			continue
+		}
+		if silent >= 3 {
+			// An answer on the same connection after a silence: the
+			// subscription held (a new connection subscribes again, and
+			// its confirmation comes first), nothing it carried was lost.
+			l.setLive(true)
 		}
 		silent = 0
 		switch m := msg.(type) {

@@ -334,3 +334,29 @@ func TestLocalAdmissionTTLBounded(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// TestLocalAdmissionComesBackAfterASilence: Redis stops answering (SIGSTOP)
+// for longer than three of the subscription's pings; the store stops
+// admitting locally. Once Redis answers the pings again on the same
+// connection, local admission comes back by itself.
+func TestLocalAdmissionComesBackAfterASilence(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s, _ := localStore(t, srv.URL())
+	srv.Pause()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.LocalAdmissionStats().Live {
+		if time.Now().After(deadline) {
+			srv.Resume()
+			t.Fatal("still live 10 s into Redis's silence")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Resume()
+	deadline = time.Now().Add(10 * time.Second)
+	for !s.LocalAdmissionStats().Live {
+		if time.Now().After(deadline) {
+			t.Fatalf("local admission did not come back 10 s after Redis answered again: %+v", s.LocalAdmissionStats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
