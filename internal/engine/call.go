@@ -504,7 +504,7 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 		return true
 	}
 	interesting := adm.Ticket.ID != "" || adm.Probe || spend || !obs.CloseUntil.IsZero() || obs.HasQuota ||
-		(result == store.ResultFailed && p.Breaker.Enabled) || (result == store.ResultRefused && p.Learning.Enabled)
+		(result.BreakerFailure() && p.Breaker.Enabled) || (result == store.ResultRefused && p.Learning.Enabled)
 	if !interesting {
 		return true
 	}

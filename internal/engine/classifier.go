@@ -91,13 +91,22 @@ func observation(status int, r *providers.Reading, respNow, now time.Time) store
 }
 
 // resultOf says what an attempt's outcome tells the learned quota and the
-// breaker: a response that closes its gate is a refusal; a retryable
-// transport error, a 5xx, 408 or 429 without a hint, or a 4xx the provider
-// marks retryable is a failure; a transport error that says nothing about
-// the destination (canceled, refused by the guard, TLS, no such host) is
-// nothing; any other response was accepted.
+// breaker: a response that closes its gate is a refusal; an attempt cut by
+// the caller's cancel or deadline is lost (the provider may have counted
+// it); a retryable transport error after the request may have been sent is
+// broken (a failure that keeps its share of the learned quota); another
+// retryable transport error, a 5xx, 408 or 429 without a hint, or a 4xx
+// the provider marks retryable is a failure; a transport error that says
+// nothing about the destination (refused by the guard, TLS, no such host)
+// is nothing; any other response was accepted.
 func resultOf(status int, transport TransportError, r *providers.Reading, obs *store.Observation) store.Result {
 	switch {
+	case transport == TransportCanceled:
+		// The caller's cancel or deadline cut the attempt: the provider
+		// may have counted it, and nothing is known of its answer.
+		return store.ResultLost
+	case maybeSent(transport):
+		return store.ResultBroken
 	case transport != TransportNone && transport.Retryable():
 		return store.ResultFailed
 	case transport != TransportNone:
@@ -110,6 +119,19 @@ func resultOf(status int, transport TransportError, r *providers.Reading, obs *s
 		return store.ResultFailed
 	}
 	return store.ResultAccepted
+}
+
+// maybeSent reports whether a transport failure of kind t may have come
+// after the request reached the provider: a reset, an unexpected EOF, a
+// timeout (which may be the response header's), a body cut short. Such a
+// failure says nothing about the quota (the provider may have counted the
+// call), unlike a refused connection or a DNS failure.
+func maybeSent(t TransportError) bool {
+	switch t {
+	case TransportConnectionReset, TransportEOF, TransportTimeout, TransportBodyIncomplete:
+		return true
+	}
+	return false
 }
 
 // holdOf returns how long a gate's state keeps a caller at now from sending

@@ -127,6 +127,55 @@ type LearningConfig struct {
 	// epoch) outlives the last call on its gate. Zero or negative means
 	// [DefaultLearningIdleExpiry]; at most [MaxLearningIdleExpiry].
 	IdleExpiry time.Duration
+	// FirstWindowOff turns off the first-window rule (a scout, then slow
+	// start; see the package documentation, "The first window"): a gate
+	// the store knows nothing about then admits every call at once.
+	FirstWindowOff bool
+	// ScoutHold bounds how long the scout of a gate holds the others: a
+	// scout without an answer by then frees its slot, and the next call
+	// goes as a scout. Zero or negative means [DefaultScoutHold]; at most
+	// [MaxScoutHold].
+	ScoutHold time.Duration
+}
+
+// First-window defaults and bounds.
+const (
+	// DefaultScoutHold is how long a scout holds its gate's other calls
+	// unless LearningConfig.ScoutHold says otherwise.
+	DefaultScoutHold = 2 * time.Second
+	// MaxScoutHold bounds LearningConfig.ScoutHold.
+	MaxScoutHold = time.Minute
+	// SlowStartShare is the slow start's growth: after the scout, a gate
+	// that announces nothing admits at most 1 + accepted/SlowStartShare
+	// calls in flight, so the refusal that ends the first window finds at
+	// most about 1/SlowStartShare of the quota in flight.
+	SlowStartShare = 5
+	// SlowStartMax is where slow start ends: once it would admit that many
+	// calls in flight (after about SlowStartShare × SlowStartMax accepted
+	// calls without a refusal), the gate admits calls without counting them,
+	// as a gate with the first-window rule off does, until a refusal.
+	SlowStartMax = 256
+)
+
+// FirstWindow reports whether the first-window rule applies.
+func (c LearningConfig) FirstWindow() bool { return c.Enabled && !c.FirstWindowOff }
+
+// Hold returns ScoutHold with its default and bound applied.
+func (c LearningConfig) Hold() time.Duration {
+	if c.ScoutHold <= 0 {
+		return DefaultScoutHold
+	}
+	return min(c.ScoutHold, MaxScoutHold)
+}
+
+// SlowStartLimit returns how many calls may be in flight in slow start
+// after accepted calls were accepted (0 = slow start has ended: no limit).
+func SlowStartLimit(accepted int64) int64 {
+	n := 1 + max(accepted, 0)/SlowStartShare
+	if n >= SlowStartMax {
+		return 0
+	}
+	return n
 }
 
 // Learning defaults and bounds.

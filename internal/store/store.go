@@ -163,12 +163,27 @@ const (
 	// quota is exhausted (429, 403 or 503 with a hint). It closes the gate
 	// (Observation.CloseUntil) and ends the learning epoch.
 	ResultRefused
-	// ResultFailed: the call failed without a hint (5xx, retryable
-	// transport error). It counts toward the failure breaker.
+	// ResultFailed: the call failed without a hint (5xx, or a retryable
+	// transport error before the request reached the provider, such as a
+	// refused connection). It counts toward the failure breaker, and as not
+	// accepted for the learned quota.
 	ResultFailed
+	// ResultLost: the attempt may have reached the provider, but its
+	// outcome was lost: the caller canceled, or a deadline cut it, while
+	// it was in flight. It says nothing about the quota or the destination:
+	// the breaker ignores it, and for the learned quota it keeps its share
+	// of the epoch (the provider may have counted it) without counting as
+	// not accepted.
+	ResultLost
+	// ResultBroken: a transport failure after the request may have been
+	// sent (a reset, an unexpected EOF, a timeout, a body cut short). It is
+	// a failure for the breaker, and, like ResultLost, keeps its share of
+	// the learned quota's epoch without counting as not accepted.
+	ResultBroken
 )
 
-// String returns "none", "accepted", "refused" or "failed".
+// String returns "none", "accepted", "refused", "failed", "lost" or
+// "broken".
 func (r Result) String() string {
 	switch r {
 	case ResultAccepted:
@@ -177,9 +192,20 @@ func (r Result) String() string {
 		return "refused"
 	case ResultFailed:
 		return "failed"
+	case ResultLost:
+		return "lost"
+	case ResultBroken:
+		return "broken"
 	}
 	return "none"
 }
+
+// BreakerFailure reports whether r counts as a failure for the breaker.
+func (r Result) BreakerFailure() bool { return r == ResultFailed || r == ResultBroken }
+
+// Answered reports whether r is an answer of the destination (accepted,
+// refused or failed): what Observe counts as a call for the breaker.
+func (r Result) Answered() bool { return r != ResultNone && r != ResultLost }
 
 // GateStatus is a gate's state at one time.
 type GateStatus struct {

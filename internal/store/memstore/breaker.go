@@ -112,7 +112,7 @@ func (b *breaker) probeResult(result store.Result, now, limit int64, c store.Bre
 	switch result {
 	case store.ResultAccepted, store.ResultRefused:
 		return true
-	case store.ResultFailed:
+	case store.ResultFailed, store.ResultBroken:
 		b.failedProbes++
 		b.open(now, limit, c)
 	}

@@ -149,15 +149,17 @@ func (s *Store) Admit(_ context.Context, req store.AdmitRequest) (store.Admissio
 type want struct {
 	known       bool      // the gate has a live announced quota
 	forBreaker  bool      // it probes a half-open breaker
-	forLearning bool      // it probes beyond the learned quota
-	learned     bool      // it goes within a learned quota
+	forLearning bool      // it probes beyond the learned quota, or scouts a fresh epoch
+	scout       bool      // it is the scout of a fresh epoch (forLearning too)
+	learned     bool      // it goes within a learned quota, or in slow start: registered in flight
 	learn       *learning // the gate's learned state (nil: learning off or a known quota)
 }
 
 func (w want) probe() bool { return w.forBreaker || w.forLearning }
 
 // wants decides what an attempt on open gate g would be: the breaker, then
-// the learned quota, decide whether it goes as the probe. It answers an
+// the learned quota (or, in a fresh epoch, the first-window rule), decide
+// whether it goes as the probe or the scout, or is held. It answers an
 // Admission when the attempt may not go now (open breaker, held), the zero
 // Admission otherwise.
 func (s *Store) wants(g *gate, req store.AdmitRequest, now int64) (*gate, want, store.Admission) {
@@ -170,10 +172,20 @@ func (s *Store) wants(g *gate, req store.AdmitRequest, now int64) (*gate, want, 
 			w.forBreaker = true // half-open
 		}
 	}
+	first := req.Learning.FirstWindow()
 	if req.Learning.Enabled && !w.known { // an announced quota takes precedence
+		// A known quota whose window reset is a window nothing is known
+		// of: it starts with a scout, as a fresh gate does.
+		lapsed := first && g != nil && g.quota.reset != 0
+		if lapsed {
+			g.quota = quota{}
+		}
 		g = s.gateFor(req.Gate, g, now)
-		w.learn = g.startEpoch(now, int64(req.Learning.Expiry()/time.Microsecond))
+		w.learn = g.startEpoch(now, int64(req.Learning.Expiry()/time.Microsecond), lapsed)
 		w.forLearning = w.learn.wantsProbe()
+		if first && !w.learn.known && w.learn.accepted == 0 {
+			w.forLearning, w.scout = true, true
+		}
 	}
 	if w.probe() && g.probe.live(now) {
 		return g, w, store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(g.probe.expires-now)*time.Microsecond)}
@@ -186,9 +198,23 @@ func (s *Store) wants(g *gate, req store.AdmitRequest, now int64) (*gate, want, 
 			return g, w, store.Admission{Held: true, HeldFor: min(HeldPoll, time.Duration(first-now)*time.Microsecond)}
 		}
 	}
-	// In an epoch with a learned quota, the learned calls are registered in
-	// flight (their Complete says they are back).
-	w.learned = w.learn != nil && w.learn.known && !w.probe()
+	if l := w.learn; l != nil && !w.probe() {
+		switch {
+		case l.known:
+			// In an epoch with a learned quota, the learned calls are
+			// registered in flight (their Complete says they are back).
+			w.learned = true
+		case first:
+			// Slow start: after the scout, a few calls per round trip,
+			// growing with those accepted, until a refusal gives L.
+			if lim := store.SlowStartLimit(l.accepted); lim > 0 {
+				if n, _ := g.liveInFlight(now); n >= lim {
+					return g, w, store.Admission{Held: true, HeldFor: HeldPoll}
+				}
+				w.learned = true
+			}
+		}
+	}
 	return g, w, store.Admission{}
 }
 
@@ -233,8 +259,13 @@ func (s *Store) register(g *gate, req store.AdmitRequest, w want, adm *store.Adm
 	}
 	if w.probe() {
 		adm.Probe = true
+		expires := now + s.ticketTTL
+		if w.scout {
+			// A scout holds the others for a bounded time only.
+			expires = min(expires, now+int64(req.Learning.Hold()/time.Microsecond))
+		}
 		g.probe = probe{
-			id: adm.Ticket.ID, expires: now + s.ticketTTL, epoch: adm.Ticket.Epoch,
+			id: adm.Ticket.ID, expires: expires, epoch: adm.Ticket.Epoch,
 			forLearning: w.forLearning, forBreaker: w.forBreaker,
 		}
 	}
@@ -370,7 +401,7 @@ func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observa
 	}
 
 	if l := g.learningAt(now); l != nil {
-		l.settle(ticket.Epoch, result, pr.id != "" && pr.forLearning && pr.epoch == ticket.Epoch)
+		l.settle(ticket.Epoch, result, pr.id != "" && pr.forLearning && pr.epoch == ticket.Epoch, g.closedUntil)
 		if l.ended {
 			// The idle time of an ended epoch runs from the reopening:
 			// a long close does not forget what the next epoch needs.
@@ -404,7 +435,7 @@ func (s *Store) feedBreaker(key store.GateKey, g *gate, probe bool, result store
 				g.brk = nil // closed: counts cleared, k = 0
 				return store.BreakerClosed
 			}
-			if result == store.ResultFailed {
+			if result.BreakerFailure() {
 				return store.BreakerReopened
 			}
 		}
@@ -414,10 +445,10 @@ func (s *Store) feedBreaker(key store.GateKey, g *gate, probe bool, result store
 		return store.BreakerUnchanged
 	}
 	var calls, failures int64
-	if observed && result != store.ResultNone {
+	if observed && result.Answered() {
 		calls = 1
 	}
-	if result == store.ResultFailed {
+	if result.BreakerFailure() {
 		failures = 1
 	}
 	if calls+failures == 0 {

@@ -10,8 +10,9 @@ import (
 	"github.com/retrybroker/retrybroker/internal/store"
 )
 
-// learnOn is the learning configuration of the suite's learning tests.
-var learnOn = store.LearningConfig{Enabled: true}
+// learnOn is the learning configuration of the suite's learning tests of
+// epochs and learned quotas; the first-window rule (firstwindow.go) is off.
+var learnOn = store.LearningConfig{Enabled: true, FirstWindowOff: true}
 
 // heldPoll is the longest HeldFor the contract allows.
 const heldPoll = 100 * time.Millisecond
@@ -383,7 +384,7 @@ func testLearnProbeExpiry(t *testing.T, s store.Store) {
 // testLearnIdleExpiry: learned state is forgotten after IdleExpiry without
 // Admits on the gate: a fresh epoch then admits everything again.
 func testLearnIdleExpiry(t *testing.T, s store.Store) {
-	cfg := store.LearningConfig{Enabled: true, IdleExpiry: time.Minute}
+	cfg := store.LearningConfig{Enabled: true, IdleExpiry: time.Minute, FirstWindowOff: true}
 	req := func(now time.Time) store.AdmitRequest { return store.AdmitRequest{Gate: gh, Learning: cfg, Now: now} }
 	a1 := admit(t, s, req(T0))
 	admit(t, s, req(T0))
