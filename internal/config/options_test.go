@@ -132,7 +132,7 @@ func TestNewOptions(t *testing.T) {
 		"default: quiet",
 		"relearn:",
 		"  extends: quiet",
-		"  learning: {idle_expiry: 10m}",
+		"  learning: {idle_expiry: 10m, first_window: false, scout_hold: 500ms}",
 		"  breaker: {min_calls: 50}",
 		"  stream: {idle_timeout: 5s, max_duration: 10m}",
 		"tuned: tuned",
@@ -155,7 +155,7 @@ func TestNewOptions(t *testing.T) {
 	}
 
 	re := policyOf(t, d, "relearn")
-	if want := (store.LearningConfig{Enabled: true, IdleExpiry: 10 * time.Minute}); re.Learning != want {
+	if want := (store.LearningConfig{Enabled: true, IdleExpiry: 10 * time.Minute, FirstWindowOff: true, ScoutHold: 500 * time.Millisecond}); re.Learning != want {
 		t.Errorf("relearn learning = %+v, want %+v", re.Learning, want)
 	}
 	wantBreaker := store.DefaultBreaker()
@@ -219,7 +219,10 @@ func TestNewOptionErrors(t *testing.T) {
 		{"stream max_duration negative", ownPolicy("stream:", "  max_duration: -1s #<"), def + ".stream.max_duration", "must not be negative", "max_duration"},
 		{"stream max_bytes unit", ownPolicy("stream: {max_bytes: 1XB} #<"), def + ".stream.max_bytes", `unknown unit "XB"`, "1XB"},
 		{"stream unknown key", ownPolicy("stream: {max_conncurrent: 5} #<"), def + ".stream.max_conncurrent", "did you mean max_concurrent?", "max_conncurrent"},
-		{"learning disabled with idle_expiry", ownPolicy("learning: {disabled: true, idle_expiry: 1h} #<"), def + ".learning.disabled", "disabled learning takes no idle_expiry", "true"},
+		{"learning disabled with idle_expiry", ownPolicy("learning: {disabled: true, idle_expiry: 1h} #<"), def + ".learning.disabled", "disabled learning takes no other key", "true"},
+		{"learning disabled with first_window", ownPolicy("learning: {disabled: true, first_window: false} #<"), def + ".learning.disabled", "disabled learning takes no other key", "true"},
+		{"learning scout_hold zero", ownPolicy("learning: {scout_hold: 0s} #<"), def + ".learning.scout_hold", "must be positive and at most 1m", "0s"},
+		{"learning scout_hold too long", ownPolicy("learning:", "  scout_hold: 2m #<"), def + ".learning.scout_hold", "got 2m0s", "2m"},
 		{"learning idle_expiry zero", ownPolicy("learning: {idle_expiry: 0s} #<"), def + ".learning.idle_expiry", "must be positive and at most 168h", "0s"},
 		{"learning idle_expiry too long", ownPolicy("learning:", "  idle_expiry: 200h #<"), def + ".learning.idle_expiry", "got 200h0m0s", "200h"},
 		{"learning unknown key", ownPolicy("learning: {idle: 1h} #<"), def + ".learning.idle", "unknown field", "idle"},

@@ -166,15 +166,21 @@ func (p *pacingDoc) apply(cur store.PaceConfig) (store.PaceConfig, error) {
 // learningDoc is a policy's learned quotas.
 type learningDoc struct {
 	section
-	Disabled   *boolean  `yaml:"disabled"`
-	IdleExpiry *duration `yaml:"idle_expiry"`
+	Disabled    *boolean  `yaml:"disabled"`
+	IdleExpiry  *duration `yaml:"idle_expiry"`
+	FirstWindow *boolean  `yaml:"first_window"`
+	ScoutHold   *duration `yaml:"scout_hold"`
 }
 
-// UnmarshalYAML decodes the learning mapping and checks idle_expiry.
+// UnmarshalYAML decodes the learning mapping and checks idle_expiry and
+// scout_hold.
 func (c *learningDoc) UnmarshalYAML(n *yaml.Node) error {
 	errs := asIssues(decodeStruct(n, &c.section, c, wantMapping))
 	if e := c.IdleExpiry; e != nil && (e.V <= 0 || e.V > store.MaxLearningIdleExpiry) {
 		errs.addf(e.node, ".idle_expiry", "must be positive and at most 168h (7 days), got %s", e.V)
+	}
+	if e := c.ScoutHold; e != nil && (e.V <= 0 || e.V > store.MaxScoutHold) {
+		errs.addf(e.node, ".scout_hold", "must be positive and at most 1m, got %s", e.V)
 	}
 	return c.finish(errs)
 }
@@ -185,8 +191,8 @@ func (c *learningDoc) UnmarshalYAML(n *yaml.Node) error {
 func (c *learningDoc) apply(cur store.LearningConfig) (store.LearningConfig, error) {
 	disabled := c.Disabled != nil && c.Disabled.V
 	switch {
-	case disabled && c.IdleExpiry != nil:
-		return cur, issues{{node: c.Disabled.node, path: ".disabled", msg: "disabled learning takes no idle_expiry"}}
+	case disabled && (c.IdleExpiry != nil || c.FirstWindow != nil || c.ScoutHold != nil):
+		return cur, issues{{node: c.Disabled.node, path: ".disabled", msg: "disabled learning takes no other key"}}
 	case disabled:
 		return store.LearningConfig{}, nil
 	}
@@ -195,6 +201,10 @@ func (c *learningDoc) apply(cur store.LearningConfig) (store.LearningConfig, err
 		next = store.DefaultLearning()
 	}
 	set(&next.IdleExpiry, c.IdleExpiry)
+	if c.FirstWindow != nil {
+		next.FirstWindowOff = !c.FirstWindow.V
+	}
+	set(&next.ScoutHold, c.ScoutHold)
 	return next, nil
 }
 

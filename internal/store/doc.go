@@ -90,14 +90,19 @@
 // ignores learning (its attempts carry no epoch).
 //
 //   - An epoch starts at the first learning Admit on a gate ("fresh": nothing
-//     is known) and again at the first Admit after the gate reopens following
-//     a refusal ("reopen"). Every attempt admitted in it carries its id in
+//     is known), again at the first Admit after the gate reopens following
+//     a refusal ("reopen"), and at the first Admit after a reopen epoch's
+//     learned window passed without a refusal (a new window of the same L;
+//     see below). Every attempt admitted in it carries its id in
 //     [Ticket.Epoch] (registered or not). Ids are distinct per gate, even
 //     after learned state was forgotten.
 //   - The store counts, per epoch, the calls admitted (probes included) and
 //     those not accepted: results [ResultRefused] and [ResultFailed]
 //     completed with a ticket of that epoch. [ResultNone] gives its share
-//     back (admitted − 1). [ResultAccepted] counts only for the probe.
+//     back (admitted − 1). [ResultLost] and [ResultBroken] keep it and do
+//     not count as not accepted: the provider may have counted the call.
+//     [ResultAccepted] counts for the probe, and in a fresh epoch for its
+//     slow start.
 //   - A refusal ends the current epoch: Result Refused with the current
 //     epoch, or with none (Observe, a policy with learning off). A refusal
 //     from an earlier epoch (a late answer from an earlier window) closes the
@@ -131,12 +136,38 @@
 //     refusal ended, the idle time runs from the gate's reopening, so a
 //     close longer than the idle expiry does not forget L.
 //
+//   - The learned window W is the time between the reopening a reopen epoch
+//     began at and the reopening its refusal set (the gate's closed-until
+//     time then). A reopen epoch that reaches its start + W without a
+//     refusal ends at the next Admit: a new epoch of the same L begins,
+//     started at the window boundary (start + k·W), so a quiet window
+//     carries neither its count nor its probing into the next. Until W is
+//     known, an epoch lasts until a refusal.
+//
 // So after the first epoch a window costs at most one refusal per gate, and
 // when the gate reopens at most L held calls go, never before the gate's
 // closed-until time. A shrinking quota shows up as an earlier refusal, which
-// lowers L at the next epoch. An epoch lasts until a refusal: on a gate that
-// is never refused again, calls beyond L go one at a time, each as a probe
-// that raises L.
+// lowers L at the next epoch.
+//
+// # The first window
+//
+// With [LearningConfig.FirstWindow] (the standard learning), a fresh epoch
+// does not admit every call at once:
+//
+//   - While the epoch has no accepted result, each Admit goes as its scout:
+//     [Admission.Probe], registered in the probe slot for at most
+//     [LearningConfig.Hold], and the others are held (HeldFor at most
+//     100 ms). A scout with no answer by its hold frees the slot; the next
+//     Admit scouts.
+//   - An accepted result that announces a quota makes it known: the rules of
+//     known quotas apply, and learning stands aside.
+//   - Otherwise, slow start: at most [SlowStartLimit] (1 + accepted /
+//     [SlowStartShare]) calls in flight, registered with tickets; Admit holds
+//     the rest. When the limit would reach [SlowStartMax], slow start ends and
+//     the epoch admits freely, unregistered, until a refusal.
+//   - A known quota whose reset passed, on a gate with learned state, starts
+//     a new fresh epoch at the next learning Admit: its next window is
+//     scouted too.
 //
 // # Failure breaker
 //

@@ -148,7 +148,7 @@ func TestLearningBreakerOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	t0 := storetest.T0
 	g := store.GateKey{Tenant: "acme", Scope: "learned"}
-	learn, brk := store.DefaultLearning(), store.DefaultBreaker()
+	learn, brk := plainLearning, store.DefaultBreaker()
 	req := func(now time.Time) store.AdmitRequest {
 		return store.AdmitRequest{Gate: g, Learning: learn, Breaker: brk, FirstAttempt: true, Budget: store.DefaultBudget(), Now: now}
 	}
@@ -316,7 +316,7 @@ func TestSteadyUseKeepsKeysAlive(t *testing.T) {
 	c := rawClient(t, srv.URL())
 	ctx := context.Background()
 	g := store.GateKey{Tenant: "acme", Scope: "steady"}
-	learning, breaker, budget := store.DefaultLearning(), store.DefaultBreaker(), store.DefaultBudget()
+	learning, breaker, budget := plainLearning, store.DefaultBreaker(), store.DefaultBudget()
 	const margin = 10 * time.Second
 	stateKey, indexKey, budgetKey := "rb:v1:{t:acme}:s:steady:", "rb:v1:{t:acme}:i", "rb:v1:{t:acme}:b"
 	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: store.GateKey{Tenant: "warm"}, Now: storetest.T0}); err != nil {

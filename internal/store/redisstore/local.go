@@ -93,12 +93,14 @@ type localAdmission struct {
 type admitSig struct {
 	learnExpiry int64 // µs; 0 = learning off
 	brkWindow   int64 // s; 0 = breaker off
+	firstWindow bool  // the first-window rule applies
 }
 
 func sigOf(req store.AdmitRequest) admitSig {
 	var sg admitSig
 	if req.Learning.Enabled {
 		sg.learnExpiry = int64(req.Learning.Expiry() / time.Microsecond)
+		sg.firstWindow = req.Learning.FirstWindow()
 	}
 	if req.Breaker.Enabled {
 		sg.brkWindow = req.Breaker.WindowSeconds()

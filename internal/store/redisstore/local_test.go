@@ -19,6 +19,11 @@ import (
 // pipeline.
 type rtCounter struct{ n atomic.Int64 }
 
+// plainLearning is the standard learning without the first-window rule: a
+// fresh gate is then plain at once. With the rule on, a gate is plain only
+// once its slow start ended (TestFirstWindowGateIsNotPlain).
+var plainLearning = store.LearningConfig{Enabled: true, IdleExpiry: store.DefaultLearningIdleExpiry, FirstWindowOff: true}
+
 func (c *rtCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *rtCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -55,7 +60,7 @@ func localStore(t *testing.T, url string, opts ...redisstore.Option) (*redisstor
 func defaults(g store.GateKey, now time.Time) store.AdmitRequest {
 	return store.AdmitRequest{
 		Gate: g, FirstAttempt: true, Budget: store.DefaultBudget(),
-		Learning: store.DefaultLearning(), Breaker: store.DefaultBreaker(), Now: now,
+		Learning: plainLearning, Breaker: store.DefaultBreaker(), Now: now,
 	}
 }
 
@@ -165,7 +170,7 @@ func sharedGate(t *testing.T, a, b *redisstore.Store, g store.GateKey) {
 	until := now.Add(30 * time.Second)
 	if _, err := a.Observe(ctx, store.ObserveRequest{
 		Gate: g, Obs: store.Observation{CloseUntil: until}, Result: store.ResultRefused,
-		Learning: store.DefaultLearning(), Breaker: store.DefaultBreaker(), Now: now,
+		Learning: plainLearning, Breaker: store.DefaultBreaker(), Now: now,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -358,5 +363,60 @@ func TestLocalAdmissionComesBackAfterASilence(t *testing.T) {
 			t.Fatalf("local admission did not come back 10 s after Redis answered again: %+v", s.LocalAdmissionStats())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFirstWindowGateIsNotPlain: with the first-window rule on (the
+// standard learning), a gate nothing is known of is not plain: its scout
+// and its slow-start calls go to Redis and are registered, so that every
+// replica counts them. Once slow start has ended (SlowStartMax in flight
+// would be allowed), the gate is plain and admitted locally.
+func TestFirstWindowGateIsNotPlain(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s, rt := localStore(t, srv.URL())
+	ctx := context.Background()
+	now := storetest.T0
+	g := store.GateKey{Tenant: "acme", Scope: "first"}
+	req := func() store.AdmitRequest {
+		return store.AdmitRequest{Gate: g, Learning: store.DefaultLearning(), Breaker: store.DefaultBreaker(), Now: now}
+	}
+	a, err := s.Admit(ctx, req())
+	if err != nil || !a.Probe || a.Ticket.ID == "" {
+		t.Fatalf("first Admit = %+v, %v; want the scout, registered", a, err)
+	}
+	if h, err := s.Admit(ctx, req()); err != nil || !h.Held {
+		t.Fatalf("Admit while the scout is out = %+v, %v; want held", h, err)
+	}
+	// Accept calls one by one until slow start ends.
+	need := store.SlowStartShare * (store.SlowStartMax - 1)
+	for i := 0; ; i++ {
+		if _, err := s.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: a.Ticket, Result: store.ResultAccepted,
+			Learning: store.DefaultLearning(), Breaker: store.DefaultBreaker(), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		if i+1 >= need {
+			break
+		}
+		before := rt.n.Load()
+		if a, err = s.Admit(ctx, req()); err != nil || !a.Admitted() || a.Ticket.ID == "" {
+			t.Fatalf("slow-start Admit %d = %+v, %v; want admitted and registered", i+1, a, err)
+		}
+		if rt.n.Load() == before {
+			t.Fatalf("slow-start Admit %d made no round trip: admitted locally", i+1)
+		}
+	}
+	// Slow start has ended: the gate is plain; after the Admit that says
+	// so, the next ones are local.
+	if a, err = s.Admit(ctx, req()); err != nil || !a.Admitted() || a.Ticket.ID != "" {
+		t.Fatalf("Admit after slow start = %+v, %v; want admitted, unregistered", a, err)
+	}
+	before := rt.n.Load()
+	for range 10 {
+		if a, err := s.Admit(ctx, req()); err != nil || !a.Admitted() {
+			t.Fatalf("Admit = %+v, %v", a, err)
+		}
+	}
+	if got := rt.n.Load() - before; got != 0 {
+		t.Errorf("%d round trips for 10 Admits on a plain gate, want 0", got)
 	}
 }

@@ -563,6 +563,7 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 		flag(req.Learning.Enabled), int64(req.Learning.Expiry()/time.Microsecond),
 		flag(req.Breaker.Enabled), req.Breaker.WindowSeconds(),
 		int64(HeldPoll/time.Microsecond), s.maxGates, s.keys.member(g),
+		flag(req.Learning.FirstWindow()), int64(req.Learning.Hold()/time.Microsecond),
 	).Int64Slice()
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)

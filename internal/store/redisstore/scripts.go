@@ -1,6 +1,12 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrybroker/retrybroker/internal/store"
+)
 
 // Times in the scripts are Unix microseconds held in Lua numbers (doubles),
 // exact up to 2^53 µs (year 2255). Integers are written with
@@ -148,10 +154,10 @@ local function state_read(key, now, w)
   if w > 0 then
     bi = fmt(math.floor(now / 1000000) % w)
     v = redis.call('HMGET', key, 'le', 'lp', 'lk', 'lL', 'la', 'ln', 'ld', 'lx', 'pi', 'px', 'pe', 'pl', 'pb',
-      'bo', 'bk', 'br', 'bx', 'kx', 'ix', 'bs' .. bi, 'bc' .. bi, 'bf' .. bi)
+      'bo', 'bk', 'br', 'bx', 'kx', 'ix', 'lc', 'lo', 'lr', 'lw', 'qs', 'bs' .. bi, 'bc' .. bi, 'bf' .. bi)
   else
     v = redis.call('HMGET', key, 'le', 'lp', 'lk', 'lL', 'la', 'ln', 'ld', 'lx', 'pi', 'px', 'pe', 'pl', 'pb',
-      'bo', 'bk', 'br', 'bx', 'kx', 'ix')
+      'bo', 'bk', 'br', 'bx', 'kx', 'ix', 'lc', 'lo', 'lr', 'lw', 'qs')
   end
   local s = {
     last = num(v[1]), learn = num(v[8]) > now,
@@ -160,11 +166,13 @@ local function state_read(key, now, w)
     pi = v[9] or '', px = num(v[10]), pe = num(v[11]), pl = v[12] == '1', pb = v[13] == '1',
     bo = num(v[14]), bk = num(v[15]), br = num(v[16]), bx = num(v[17]),
     kx = num(v[18]), ix = num(v[19]),
-    bi = bi, bs = num(v[20]), bc = num(v[21]), bf = num(v[22]),
+    lc = num(v[20]), lo = num(v[21]), lr = num(v[22]), lw = num(v[23]), qs = num(v[24]),
+    bi = bi, bs = num(v[25]), bc = num(v[26]), bf = num(v[27]),
     w = {},
   }
   if not s.learn then
     s.le, s.lp, s.lk, s.lL, s.la, s.ln, s.ld, s.lx = 0, 0, false, 0, 0, 0, false, 0
+    s.lc, s.lo, s.lr, s.lw = 0, 0, 0, 0
   end
   if s.pi == '' or s.px <= now then
     s.pi, s.px, s.pe, s.pl, s.pb = '', 0, 0, false, false
@@ -195,6 +203,7 @@ end
 local function learn_write(s)
   put(s, 'le', fmt(s.le)); put(s, 'lp', fmt(s.lp)); put(s, 'lk', flag(s.lk)); put(s, 'lL', fmt(s.lL))
   put(s, 'la', fmt(s.la)); put(s, 'ln', fmt(s.ln)); put(s, 'ld', flag(s.ld)); put(s, 'lx', fmt(s.lx))
+  put(s, 'lc', fmt(s.lc)); put(s, 'lo', fmt(s.lo)); put(s, 'lr', fmt(s.lr)); put(s, 'lw', fmt(s.lw))
 end
 
 local function probe_write(s)
@@ -282,9 +291,11 @@ local function brk_open(s, now, limit, open_for, max_open)
   s.bx = math.max(s.bx, s.bo + s.br)
 end
 -- learn_settle records one result attributed to epoch (0 = none); probe
--- tells that it was the learning probe of that epoch. It returns whether
--- the learned state changed. See memstore's learning.settle.
-local function learn_settle(s, epoch, result, probe)
+-- tells that it was the learning probe (or scout) of that epoch; closed is
+-- the gate's closed-until time after the result's observation. It returns
+-- whether the learned state changed. See memstore's learning.settle.
+-- Results: 0 none, 1 accepted, 2 refused, 3 failed, 4 lost, 5 broken.
+local function learn_settle(s, epoch, result, probe, closed)
   local changed = false
   if epoch ~= 0 and epoch == s.le then
     if result == 0 then
@@ -293,18 +304,28 @@ local function learn_settle(s, epoch, result, probe)
     elseif result == 2 or result == 3 then
       s.ln = s.ln + 1
       changed = true
-    elseif result == 1 and probe and s.lk then
-      s.lL = s.lL + 1
-      changed = true
+    elseif result == 1 then
+      if probe and s.lk then
+        s.lL = s.lL + 1
+        changed = true
+      end
+      if not s.lk then
+        s.lc = s.lc + 1
+        changed = true
+      end
     end
   elseif epoch ~= 0 and epoch == s.lp and not s.ld then
-    if result ~= 1 then
+    if result == 0 or result == 2 or result == 3 then
       s.lL = math.max(s.lL - 1, 0)
       changed = true
     end
   end
   if result == 2 and (epoch == 0 or epoch == s.le) and not s.ld then
     s.ld = true
+    changed = true
+  end
+  if s.ld and closed > s.lr then
+    s.lr = closed
     changed = true
   end
   return changed
@@ -482,6 +503,12 @@ end
 
 const luaHelpers = luaBudget + luaGate + luaState + luaIndex + luaPending
 
+// luaFirstWindow holds the first-window constants (store.SlowStartShare,
+// store.SlowStartMax), from Go so that both stores use the same.
+var luaFirstWindow = "\nlocal SLOW_SHARE, SLOW_MAX = " + strconv.Itoa(store.SlowStartShare) + ", " +
+	strconv.Itoa(store.SlowStartMax) + "\n"
+
+
 // admitScript checks the gate, the breaker, the learned quota and pacing,
 // and registers an admitted attempt: in the in-flight set when the gate has
 // a known quota (without one, it writes no in-flight key), in the probe
@@ -494,15 +521,16 @@ const luaHelpers = luaBudget + luaGate + luaState + luaIndex + luaPending
 // no pacing), 5 burst, 6 max pacing wait µs, 7 budget window s (0 = do not
 // count), 8 key margin ms, 9 learning ('1' or '0'), 10 learning idle
 // expiry µs, 11 breaker ('1' or '0'), 12 breaker window s, 13 held poll
-// µs, 14 gates per tenant, 15 index member, then optionally a gate
-// payload of this replica's local admissions (see luaPending).
+// µs, 14 gates per tenant, 15 index member, 16 first window ('1' or '0'),
+// 17 scout hold µs, then optionally a gate payload of this replica's local
+// admissions (see luaPending).
 // Returns {kind, until µs, wait µs, registered (1 or 0), probe (1 or 0),
 // epoch, plain (1 or 0)}: kind 0 admitted (wait = pacing wait; plain 1
 // when the gate is plain, see localAdmission), 1 gate closed, 2 pace
 // denied (wait = the wait), 3 breaker open, 4 held (wait = HeldFor).
-var admitScript = redis.NewScript(luaHelpers + `
-if #ARGV > 15 then
-  pending_gate(KEYS[6], KEYS[7], ARGV[15], tonumber(ARGV[8]), tonumber(ARGV[14]), 16)
+var admitScript = redis.NewScript(luaHelpers + luaFirstWindow + `
+if #ARGV > 17 then
+  pending_gate(KEYS[6], KEYS[7], ARGV[15], tonumber(ARGV[8]), tonumber(ARGV[14]), 18)
 end
 local now = tonumber(ARGV[1])
 local id = ARGV[2]
@@ -512,6 +540,7 @@ local learn_on = ARGV[9] == '1'
 local brk_on = ARGV[11] == '1'
 local brk_w = tonumber(ARGV[12])
 local max_gates = tonumber(ARGV[14])
+local first = ARGV[16] == '1'
 local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[5], now)
 if g > 0 then
   return {1, g, 0, 0, 0, 0, 0}
@@ -532,17 +561,44 @@ if brk_on and s.bo > 0 then
 end
 local learn = learn_on and not known -- an announced quota takes precedence
 local epoch_started = false -- the learned state is written whole, else only lx and la
+local scout = false
 if learn then
-  if not s.learn then
+  -- A known quota whose window reset is a window nothing is known of: it
+  -- starts with a scout, as a fresh gate does.
+  local lapsed = first and s.qs > 0
+  if lapsed then
+    s.qs = 0
+    put(s, 'qs', '0')
+  end
+  if not s.learn or lapsed then
+    local w = 0
+    if s.learn then w = s.lw end
     s.le, s.lp, s.lk, s.lL, s.la, s.ln, s.ld = math.max(now, s.last + 1), 0, false, 0, 0, 0, false
+    s.lc, s.lo, s.lr, s.lw = 0, 0, 0, w
     epoch_started = true
   elseif s.ld then
+    local w = s.lw
+    if s.lo > 0 and s.lr > s.lo then w = s.lr - s.lo end
+    local opened = s.lr
+    if w > 0 and opened > 0 and now >= opened + w then
+      opened = opened + math.floor((now - opened) / w) * w -- idle for a window or more
+    end
     s.lp, s.le = s.le, math.max(now, s.le + 1)
     s.lk, s.lL, s.la, s.ln, s.ld = true, math.max(s.la - s.ln, 0), 0, 0, false
+    s.lc, s.lo, s.lr, s.lw = 0, opened, 0, w
+    epoch_started = true
+  elseif s.lk and s.lw > 0 and s.lo > 0 and now >= s.lo + s.lw then
+    -- A quiet window: a new epoch of the same L.
+    local opened = s.lo + math.floor((now - s.lo) / s.lw) * s.lw
+    s.lp, s.le = s.le, math.max(now, s.le + 1)
+    s.la, s.ln, s.lc, s.lo, s.lr = 0, 0, 0, opened, 0
     epoch_started = true
   end
   s.learn, s.lx = true, now + tonumber(ARGV[10])
   for_l = s.lk and s.la >= s.lL
+  if first and not s.lk and s.lc == 0 then
+    for_l, scout = true, true
+  end
   dirty = true
 end
 local probe = for_b or for_l
@@ -589,6 +645,18 @@ end
 -- In an epoch with a learned quota, the learned calls are registered in
 -- flight (their Complete says they are back).
 local learned = learn and s.lk and not probe
+if learn and first and not s.lk and not probe then
+  -- Slow start: after the scout, a few calls per round trip, growing with
+  -- those accepted, until a refusal gives L.
+  local lim = 1 + math.floor(s.lc / SLOW_SHARE)
+  if lim < SLOW_MAX then
+    if redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf') >= lim then
+      finish(0)
+      return {4, 0, tonumber(ARGV[13]), 0, 0, 0, 0}
+    end
+    learned = true
+  end
+end
 local wait = 0
 local interval = tonumber(ARGV[4])
 if interval > 0 then
@@ -622,7 +690,11 @@ if learn then
   epoch = s.le
 end
 if probe then
-  s.pi, s.px, s.pe, s.pl, s.pb = id, now + ttl, epoch, for_l, for_b
+  local px = now + ttl
+  if scout then
+    px = math.min(px, now + tonumber(ARGV[17])) -- a scout holds the others for a bounded time only
+  end
+  s.pi, s.px, s.pe, s.pl, s.pb = id, px, epoch, for_l, for_b
   probe_write(s)
   registered, dirty = 1, true
 end
@@ -717,10 +789,12 @@ end
 -- admit it locally: it closed, its quota became known, its learning epoch
 -- ended, or its breaker changed.
 local notify = target > cur and target > now
+local quota_reset = 0 -- the reset of a known quota, for its lapse (state field qs)
 if ARGV[4] == '1' then
   local u, fresh = quota_apply(KEYS[4], now, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[12]), margin)
   free = math.max(free, u)
   notify = notify or fresh
+  quota_reset = u
 end
 local allowed = 1
 local window = tonumber(ARGV[8])
@@ -745,8 +819,13 @@ if ticket ~= '' and s.pi == ticket then
   probe_clear(KEYS[5], s)
   dirty = true
 end
+if s.learn and quota_reset > s.qs then
+  s.qs = quota_reset
+  put(s, 'qs', fmt(s.qs))
+  dirty = true
+end
 if s.learn then
-  local changed = learn_settle(s, epoch, result, pr_l)
+  local changed = learn_settle(s, epoch, result, pr_l, target)
   if s.ld and target + tonumber(ARGV[25]) > s.lx then
     -- The idle time of an ended epoch runs from the reopening: a long
     -- close does not forget what the next epoch needs.
@@ -764,7 +843,7 @@ if s.bo > 0 then
     if result == 1 or result == 2 then
       brk_clear(KEYS[5], s)
       dirty, change = true, 3
-    elseif result == 3 then
+    elseif result == 3 or result == 5 then
       s.bk = s.bk + 1
       brk_open(s, now, limit, open_for, max_open)
       brk_write(s)
@@ -773,8 +852,8 @@ if s.bo > 0 then
   end
 elseif ARGV[16] == '1' then
   local calls, fails = 0, 0
-  if observed and result ~= 0 then calls = 1 end
-  if result == 3 then fails = 1 end
+  if observed and result ~= 0 and result ~= 4 then calls = 1 end
+  if result == 3 or result == 5 then fails = 1 end
   if calls + fails > 0 then
     local w = brk_w
     brk_bump(s, now, w, calls, fails)

@@ -155,7 +155,7 @@ func (s *Store) verifyOn(ctx context.Context, t string) error {
 	// Learning and the breaker on another gate: a fresh epoch admits.
 	learned := store.GateKey{Tenant: t, Scope: "verify-learn", Credential: gate.Credential}
 	a, err = s.Admit(ctx, store.AdmitRequest{
-		Gate: learned, Learning: store.LearningConfig{Enabled: true, IdleExpiry: short},
+		Gate: learned, Learning: store.LearningConfig{Enabled: true, IdleExpiry: short, FirstWindowOff: true},
 		Breaker: store.BreakerConfig{Enabled: true, Window: time.Second, OpenFor: time.Second, MaxOpen: time.Second}, Now: now,
 	})
 	if err != nil {
