@@ -96,6 +96,7 @@
 //     see below). Every attempt admitted in it carries its id in
 //     [Ticket.Epoch] (registered or not). Ids are distinct per gate, even
 //     after learned state was forgotten.
+//
 //   - The store counts, per epoch, the calls admitted (probes included) and
 //     those not accepted: results [ResultRefused] and [ResultFailed]
 //     completed with a ticket of that epoch. [ResultNone] gives its share
@@ -103,10 +104,12 @@
 //     not count as not accepted: the provider may have counted the call.
 //     [ResultAccepted] counts for the probe, and in a fresh epoch for its
 //     slow start.
+//
 //   - A refusal ends the current epoch: Result Refused with the current
 //     epoch, or with none (Observe, a policy with learning off). A refusal
 //     from an earlier epoch (a late answer from an earlier window) closes the
 //     gate by its hint as usual but does not end the current epoch.
+//
 //   - At the start of a reopen epoch, the learned quota becomes L = admitted −
 //     not accepted of the ended epoch, computed then, when its calls have
 //     come back; a call still out counts as accepted. After an epoch that
@@ -117,6 +120,7 @@
 //     A late result of the epoch before (anything but accepted) lowers L by
 //     one, as it would have had it come back in time; results of older
 //     epochs change nothing.
+//
 //   - Beyond L, at most one unproven call is in flight: the probe
 //     ([Admission.Probe]), registered with a ticket that lives the ticket TTL.
 //     It goes only once the epoch's learned calls are back (Admit answers
@@ -131,6 +135,7 @@
 //     epoch; a failed or unsent probe frees the slot (a failed one counts as
 //     not accepted); a probe whose ticket expires frees the slot, and its
 //     late result no longer counts as the probe's.
+//
 //   - Learned state is forgotten after [LearningConfig.Expiry] without a
 //     learning Admit on the gate (a held Admit counts). For an epoch that a
 //     refusal ended, the idle time runs from the gate's reopening, so a

@@ -508,7 +508,6 @@ const luaHelpers = luaBudget + luaGate + luaState + luaIndex + luaPending
 var luaFirstWindow = "\nlocal SLOW_SHARE, SLOW_MAX = " + strconv.Itoa(store.SlowStartShare) + ", " +
 	strconv.Itoa(store.SlowStartMax) + "\n"
 
-
 // admitScript checks the gate, the breaker, the learned quota and pacing,
 // and registers an admitted attempt: in the in-flight set when the gate has
 // a known quota (without one, it writes no in-flight key), in the probe
