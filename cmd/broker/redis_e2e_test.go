@@ -22,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
@@ -514,6 +515,13 @@ func TestLocalAdmissionAcrossReplicas(t *testing.T) {
 			t.Fatalf("broker B's local admission never became live:\n%s", b.metricsText(t))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The gate is plain once its first window's slow start has ended
+	// (SlowStartShare × (SlowStartMax − 1) accepted calls, through A).
+	for i := range store.SlowStartShare * store.SlowStartMax {
+		if resp, err := a.execute(up.URL + "/repos"); err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
+			t.Fatalf("broker A call %d: %v %v", i, err, resp.GetOutcome())
+		}
 	}
 	for i := range 20 {
 		if resp, err := b.execute(up.URL + "/repos"); err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
