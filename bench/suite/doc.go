@@ -255,7 +255,11 @@ admission (` + "`--redis-local-admission 250ms`" + `: a plain gate is admitted w
 a round trip once Redis said it is plain, its counts written every 10 ms),
 and the plain 200 again on a second broker, started after the first one
 stopped, with local admission off (` + "`--redis-local-admission 0`" + `): what every
-call costs when it asks Redis. How each column is counted:
+call costs when it asks Redis. The plain cases count a gate in steady use:
+before counting, their gate is warmed up past its first window's slow start
+(1,280 uncounted calls), during which every attempt is registered and
+completed, two round trips (docs/shared-state.md, "The first window"). How
+each column is counted:
 
 - **Redis commands / Execute**: every command the masters ran, the commands
   run by scripts included, from INFO commandstats (calls) read before and

@@ -22,6 +22,7 @@ import (
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/config"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
@@ -278,6 +279,12 @@ type redisCase struct {
 	// (--redis-local-admission 0): every Admit a round trip. The other
 	// cases run on the default (local admission on).
 	remote bool
+	// steady warms the gate up past its first window's slow start
+	// (store.SlowStartShare × store.SlowStartMax calls, uncounted), so that
+	// the case counts a gate in steady use: during slow start each attempt
+	// is registered, a second round trip (docs/shared-state.md, "The first
+	// window").
+	steady bool
 }
 
 // redisOpsRun counts Redis commands and round trips per Execute through a
@@ -316,19 +323,19 @@ func (s *suite) redisOpsRun(ctx context.Context, p ScaleParams) ([]RedisOpsResul
 		cases := []redisCase{
 			{
 				"1 attempt: 200 with GitHub quota headers", "github", p.RedisExecutes, 1, 2, "one attempt whose response carries quota: ≤ 2",
-				func(int) string { return prov.URL() + "/repos/octo/hello" }, false,
+				func(int) string { return prov.URL() + "/repos/octo/hello" }, false, false,
 			},
 			{
 				PlainCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
-				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }, false,
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+i) }, false, true,
 			},
 			{
 				"2 attempts: 503 Retry-After: 0, then plain 200", "", min(p.RedisExecutes, 50), 2, 3, "a 503 with a hint (≤ 2, as a response that carries quota) and a plain 200 (≤ 1): ≤ 3",
-				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }, false,
+				func(i int) string { return fmt.Sprintf("%s/job/%d", once.url, base+i) }, false, false,
 			},
 			{
 				PlainRemoteCase, "", p.RedisExecutes, 1, 1, "one attempt whose response reports nothing: ≤ 1",
-				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+500_000+i) }, true,
+				func(i int) string { return fmt.Sprintf("%s/plain/%d", once.url, base+500_000+i) }, true, true,
 			},
 		}
 		res, err := s.redisOpsOn(ctx, topo, cases, base)
@@ -445,7 +452,11 @@ func (s *suite) redisOpsOn(ctx context.Context, topo Topology, cases []redisCase
 			return len(resp.GetAttempts()), nil
 		}
 		first := (ci + 1) * 1_000_000
-		for i := range 5 { // warm-up: connections, script cache
+		warm := 5 // warm-up: connections, script cache
+		if c.steady {
+			warm = store.SlowStartShare * store.SlowStartMax
+		}
+		for i := range warm {
 			if _, err := exec(first + 900_000 + i); err != nil {
 				return out, fmt.Errorf("%s: warm-up: %w", c.name, err)
 			}
