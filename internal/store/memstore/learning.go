@@ -50,7 +50,7 @@ func (g *gate) startEpoch(now, idle int64, restart bool) *learning {
 	case l.ended:
 		w := l.window
 		if l.opened > 0 && l.reopen > l.opened {
-			w = l.reopen - l.opened
+			w = nextWindow(w, l.reopen-l.opened)
 		}
 		opened := l.reopen
 		if w > 0 && opened > 0 && now >= opened+w { // idle for a window or more
@@ -70,6 +70,24 @@ func (g *gate) startEpoch(now, idle int64, restart bool) *learning {
 	}
 	l.expires = now + idle
 	return l
+}
+
+// nextWindow returns the learned window after a measurement m (µs, the
+// time between two reopenings) given the estimate w (0 = none): the first
+// measurement, then the larger of the two, so that a reopening that came
+// late (a Retry-After in whole seconds lands up to a second after the
+// window's end) never makes the window look shorter than it is, which would
+// end an epoch, and admit L again, before the provider's window resets. A
+// measurement over twice the estimate is an epoch that spanned quiet
+// windows before its refusal: it does not count.
+func nextWindow(w, m int64) int64 {
+	switch {
+	case w == 0:
+		return m
+	case m > 2*w:
+		return w
+	}
+	return max(w, m)
 }
 
 // nextEpoch returns the id of an epoch started at now after the epoch last:

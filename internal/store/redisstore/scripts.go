@@ -577,7 +577,15 @@ if learn then
     epoch_started = true
   elseif s.ld then
     local w = s.lw
-    if s.lo > 0 and s.lr > s.lo then w = s.lr - s.lo end
+    if s.lo > 0 and s.lr > s.lo then
+      -- The learned window: see memstore's nextWindow.
+      local m = s.lr - s.lo
+      if w == 0 then
+        w = m
+      elseif m <= 2 * w then
+        w = math.max(w, m)
+      end
+    end
     local opened = s.lr
     if w > 0 and opened > 0 and now >= opened + w then
       opened = opened + math.floor((now - opened) / w) * w -- idle for a window or more

@@ -226,3 +226,39 @@ func testLearnLostKeepsShare(t *testing.T, s store.Store) {
 	mustPassLearned(t, s, gh, until.Add(ms(2)), c1.Epoch)
 	_ = c2
 }
+
+// testLearnWindowNeverShrinks: a reopening that came late (a Retry-After
+// rounded up to whole seconds) makes the next measured window short; the
+// learned window keeps the longer one, so no epoch ends before the
+// provider's window resets.
+func testLearnWindowNeverShrinks(t *testing.T, s store.Store) {
+	_, reopen := learnQuota(t, s, gh, T0, 3, 1) // L = 2, reopens at T0+2s
+	// Epoch at reopen; refused at once, closing until reopen+2s: W = 2 s.
+	cycle := func(at, until time.Time) {
+		t.Helper()
+		a := mustPassLearned(t, s, gh, at, 0)
+		b := mustPassLearned(t, s, gh, at, a.Epoch)
+		back(t, s, gh, at.Add(ms(1)), a, b)
+		p := mustProbe(t, s, lreq(gh, at.Add(ms(2))))
+		refuse(t, s, gh, p, at.Add(ms(3)), until)
+	}
+	r2 := reopen.Add(2 * time.Second)
+	cycle(reopen, r2)
+	// A short measurement: 1.5 s.
+	r3 := r2.Add(1500 * time.Millisecond)
+	cycle(r2, r3)
+	a := mustPassLearned(t, s, gh, r3, 0)
+	b := mustPassLearned(t, s, gh, r3, a.Epoch)
+	back(t, s, gh, r3.Add(ms(1)), a, b)
+	// 1.6 s after r3: past the short measurement, within W = 2 s: still the
+	// same epoch, so the next call probes.
+	if p := mustProbe(t, s, lreq(gh, r3.Add(1600*time.Millisecond))); p.Epoch != a.Epoch {
+		t.Fatalf("epoch %d ended after 1.6 s, before the learned 2 s window", a.Epoch)
+	} else {
+		lcomplete(t, s, gh, p, store.ResultAccepted, store.Observation{}, r3.Add(1601*time.Millisecond))
+	}
+	// 2 s after r3: a new epoch admits L = 3 at once.
+	if tk := mustPassLearned(t, s, gh, r3.Add(2*time.Second), 0); tk.Epoch == a.Epoch {
+		t.Fatalf("the window passed, but epoch %d goes on", a.Epoch)
+	}
+}

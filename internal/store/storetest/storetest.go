@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LearnInspect", testLearnInspect},
 		{"LearnQuietWindowEndsEpoch", testLearnQuietWindowEndsEpoch},
 		{"LearnLostKeepsShare", testLearnLostKeepsShare},
+		{"LearnWindowNeverShrinks", testLearnWindowNeverShrinks},
 		{"FirstWindowScout", testFirstWindowScout},
 		{"FirstWindowScoutHold", testFirstWindowScoutHold},
 		{"FirstWindowAnnouncedQuota", testFirstWindowAnnouncedQuota},
