@@ -9,18 +9,26 @@ import (
 	"testing"
 	"time"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
-// herdUpstream is a provider that announces nothing until it refuses:
-// fixed windows of w from start, quota calls each, then a 429 with only
-// Retry-After (whole seconds, rounded up, to the window's end). It counts
-// per window the calls accepted and refused, and the early sends: calls
-// that arrived before the latest time its Retry-After asked for.
+// herdUpstream is a provider with fixed windows of w from start and quota
+// calls each. In the Retry-After style it announces nothing until it
+// refuses, with a 429 and only Retry-After (whole seconds, rounded up, to
+// the window's end); in the GitHub style every response carries
+// x-ratelimit-remaining and x-ratelimit-reset (Unix seconds, rounded up),
+// and a refusal is a 429 with a remaining count of 0. It counts per window
+// the calls accepted and refused, and the early sends: calls that arrived
+// before the latest time it said to wait for (a Retry-After, or the reset
+// of a remaining count of 0).
 type herdUpstream struct {
 	*httptest.Server
-	w     time.Duration
-	quota int
+	w        time.Duration
+	quota    int
+	announce bool
 
 	mu       sync.Mutex
 	start    time.Time
@@ -30,8 +38,11 @@ type herdUpstream struct {
 	early    map[int]int
 }
 
-func newHerdUpstream(t *testing.T, w time.Duration, quota int) *herdUpstream {
-	u := &herdUpstream{w: w, quota: quota, start: time.Now(), accepted: map[int]int{}, refused: map[int]int{}, early: map[int]int{}}
+func newHerdUpstream(t *testing.T, w time.Duration, quota int, announce bool) *herdUpstream {
+	u := &herdUpstream{
+		w: w, quota: quota, announce: announce, start: time.Now(),
+		accepted: map[int]int{}, refused: map[int]int{}, early: map[int]int{},
+	}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 		now := time.Now()
 		u.mu.Lock()
@@ -39,24 +50,35 @@ func newHerdUpstream(t *testing.T, w time.Duration, quota int) *herdUpstream {
 		if now.Before(u.hinted) {
 			u.early[win]++
 		}
+		end := u.start.Add(time.Duration(win+1) * u.w)
 		ok := u.accepted[win] < u.quota
-		var secs int
 		if ok {
 			u.accepted[win]++
 		} else {
 			u.refused[win]++
-			end := u.start.Add(time.Duration(win+1) * u.w)
-			secs = int((end.Sub(now) + time.Second - 1) / time.Second)
-			if h := now.Add(time.Duration(secs) * time.Second); h.After(u.hinted) {
-				u.hinted = h
+		}
+		remaining := u.quota - u.accepted[win]
+		var wait time.Time // what this response asks the caller to wait for
+		if u.announce {
+			reset := time.Unix(end.Add(time.Second-1).Unix(), 0)
+			rw.Header().Set("x-ratelimit-limit", strconv.Itoa(u.quota))
+			rw.Header().Set("x-ratelimit-remaining", strconv.Itoa(remaining))
+			rw.Header().Set("x-ratelimit-reset", strconv.FormatInt(reset.Unix(), 10))
+			if remaining == 0 {
+				wait = reset
 			}
+		} else if !ok {
+			secs := int((end.Sub(now) + time.Second - 1) / time.Second)
+			rw.Header().Set("Retry-After", strconv.Itoa(secs))
+			wait = now.Add(time.Duration(secs) * time.Second)
+		}
+		if wait.After(u.hinted) {
+			u.hinted = wait
 		}
 		u.mu.Unlock()
-		if ok {
-			return
+		if !ok {
+			rw.WriteHeader(http.StatusTooManyRequests)
 		}
-		rw.Header().Set("Retry-After", strconv.Itoa(secs))
-		rw.WriteHeader(http.StatusTooManyRequests)
 	}))
 	t.Cleanup(u.Close)
 	return u
@@ -80,15 +102,18 @@ func (u *herdUpstream) counts(win int) (accepted, refused, early int) {
 
 // TestHundredCallersAtOnce (issue 18): 100 callers that all start at the
 // same moment, more than the quota, against a provider the broker never saw
-// that announces nothing until it refuses (50 calls per 2 s window,
-// Retry-After only), through one broker on its memory store. Callers honour
-// the broker's retry_after. With long deadlines (the end of the run, so the
-// broker may hold calls) and short ones (3 s): the first window, where
-// nothing is known, refuses at most a quarter of the quota; every window
-// after it at most one call, with no early send; and the quota is used.
+// (50 calls per 2 s window), in both styles: one that announces nothing
+// until it refuses (Retry-After only) and one that announces its remaining
+// count on every response (GitHub's headers). Callers honour the broker's
+// retry_after, with long deadlines (the end of the run, so the broker may
+// hold calls) or short ones (3 s), through one broker on its memory store
+// or three replicas on one Redis. The first window, where nothing is known,
+// refuses at most a quarter of the quota when nothing is announced and at
+// most one call when the quota is; every window after it at most one call,
+// with no early send; and the quota is used.
 func TestHundredCallersAtOnce(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for about 20 s of real time")
+		t.Skip("runs for about a minute of real time")
 	}
 	const (
 		window  = 2 * time.Second
@@ -96,13 +121,41 @@ func TestHundredCallersAtOnce(t *testing.T) {
 		windows = 4
 		callers = 100
 	)
-	for _, tc := range []struct {
+	type style struct {
 		name     string
+		announce bool
+		provider string
+	}
+	retryAfter, github := style{"retry-after", false, ""}, style{"github", true, "github"}
+	for _, tc := range []struct {
+		style    style
 		deadline time.Duration // 0: the end of the run
-	}{{"long deadlines", 0}, {"short deadlines", 3 * time.Second}} {
-		t.Run(tc.name, func(t *testing.T) {
-			up := newHerdUpstream(t, window, quota)
-			b := startProc(t, "--allow-destinations", "127.0.0.1/32")
+		replicas int           // 0: one broker on its memory store
+	}{
+		{retryAfter, 0, 0}, {retryAfter, 3 * time.Second, 0}, {github, 0, 0}, {github, 3 * time.Second, 0},
+		{retryAfter, 0, 3}, {github, 3 * time.Second, 3},
+	} {
+		name := tc.style.name + "/long deadlines"
+		if tc.deadline > 0 {
+			name = tc.style.name + "/short deadlines"
+		}
+		if tc.replicas > 0 {
+			name += "/3 replicas on Redis"
+		}
+		t.Run(name, func(t *testing.T) {
+			up := newHerdUpstream(t, window, quota, tc.style.announce)
+			var brokers []*brokerProc
+			if tc.replicas == 0 {
+				brokers = append(brokers, startProc(t, "--allow-destinations", "127.0.0.1/32"))
+			} else {
+				redisURL := redistest.Start(t)
+				for range tc.replicas {
+					brokers = append(brokers, startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32"))
+				}
+				for _, b := range brokers {
+					b.waitHealth(t, StoreHealthService, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+				}
+			}
 			start := time.Now().Add(100 * time.Millisecond)
 			up.restart(start)
 			end := start.Add(windows * window)
@@ -110,10 +163,11 @@ func TestHundredCallersAtOnce(t *testing.T) {
 			var mu sync.Mutex
 			outcomes := map[rbv1.Outcome]int{}
 			var rpcErrs []error
-			for range callers {
+			for c := range callers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					b := brokers[c%len(brokers)]
 					time.Sleep(time.Until(start)) // all at once
 					for time.Now().Before(end) {
 						d := end
@@ -121,7 +175,9 @@ func TestHundredCallersAtOnce(t *testing.T) {
 							d = short
 						}
 						ctx, cancel := context.WithDeadline(context.Background(), d)
-						resp, err := b.client.Execute(ctx, &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL + "/api"}})
+						resp, err := b.client.Execute(ctx, &rbv1.ExecuteRequest{
+							Request: &rbv1.HttpRequest{Url: up.URL + "/api"}, Provider: tc.style.provider,
+						})
 						cancel()
 						mu.Lock()
 						if err != nil {
@@ -143,18 +199,22 @@ func TestHundredCallersAtOnce(t *testing.T) {
 			if len(rpcErrs) > 0 {
 				t.Errorf("%d calls failed as RPCs before the end of the run, first: %v", len(rpcErrs), rpcErrs[0])
 			}
+			firstMax := quota / 4
+			if tc.style.announce {
+				firstMax = 1
+			}
 			total := 0
 			for win := range windows {
 				acc, ref, early := up.counts(win)
 				t.Logf("window %d: %d accepted, %d refused, %d early", win, acc, ref, early)
 				switch {
-				case win == 0 && ref > quota/4:
-					t.Errorf("the first window refused %d calls, want at most %d (a quarter of the quota)", ref, quota/4)
+				case win == 0 && ref > firstMax:
+					t.Errorf("the first window refused %d calls, want at most %d", ref, firstMax)
 				case win > 0 && ref > 1:
 					t.Errorf("window %d refused %d calls, want at most 1 after the first window", win, ref)
 				}
 				if win > 0 && early > 0 {
-					t.Errorf("window %d: %d calls sent before the provider's Retry-After", win, early)
+					t.Errorf("window %d: %d calls sent before the provider said they could be", win, early)
 				}
 				if win > 0 && win < windows-1 {
 					total += acc
