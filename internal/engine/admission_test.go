@@ -440,3 +440,37 @@ func TestReopeningIsNoHerd(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainEndsAShortWaitAtOnce (issue 17, defect 8): a call parked in a
+// hint wait that would end long before the drain deadline ends at once
+// when the drain begins, with what was left of the wait as retry_after: it
+// has nothing in flight. Before, it waited on, sent again, and could be
+// parked again (a re-closing gate held the shutdown until its deadline).
+func TestDrainEndsAShortWaitAtOnce(t *testing.T) {
+	up := newUpstream(t, reply{status: 503, kv: []string{"Retry-After", "2"}})
+	clock := engine.NewManualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	obs := &waitObserver{}
+	runner := engine.NewRunner(nil, engine.WithClock(clock), engine.WithObserver(obs))
+	done := make(chan *engine.Result, 1)
+	go func() {
+		res, err := runner.Run(t.Context(), newCall(t, up.URL, "GET", mustPolicy(t, nil), ""))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitFor(t, func() bool { return obs.waiting.Load() == 1 })
+	clock.Advance(500 * time.Millisecond)
+	runner.Drain(time.Now().Add(15 * time.Second))
+	select {
+	case res := <-done:
+		if res.Outcome != engine.OutcomeShuttingDown || len(res.Attempts) != 1 || !res.HasRetryAfter || res.RetryAfter != 1500*time.Millisecond {
+			t.Fatalf("outcome %s, %d attempts, retry_after %v (%v); want shutting_down after 1 attempt with 1.5 s left", res.Outcome, len(res.Attempts), res.RetryAfter, res.HasRetryAfter)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked call did not end when the drain began")
+	}
+	if up.count() != 1 {
+		t.Fatalf("%d sends, want 1", up.count())
+	}
+}
