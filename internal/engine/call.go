@@ -225,11 +225,11 @@ func (s *callState) endEarly(o Outcome, retryAfter time.Duration, hasRetryAfter 
 // drain ends every wait at once, with what was left of it as retry_after:
 // a waiting call has nothing in flight.
 func (s *callState) sleep(cause string, d time.Duration) (end bool, err error) {
-	if s.r.drain.started() {
-		return true, s.endEarly(OutcomeShuttingDown, max(d, 0), true)
-	}
 	if d <= 0 {
 		return s.waitEnded(s.ctx.Err(), d)
+	}
+	if s.r.drain.started() {
+		return true, s.endEarly(OutcomeShuttingDown, d, true)
 	}
 	start := s.r.clock.Now()
 	_, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(

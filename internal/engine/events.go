@@ -101,10 +101,11 @@ const (
 // arrive returns the next arrival number.
 func (g *gateQueues) arrive() uint64 { return g.seq.Add(1) }
 
-// queued reports the admission a call would get from the queue of gate
-// if it joined now: the gate's known time (a closed gate, an open breaker)
-// or a hold until the head's next poll. ok is false when the gate has no
-// queue. It costs one atomic load when no gate has one.
+// join queues a fresh call w behind the calls of this process waiting on
+// gate, when there are any (ok), and returns what the queue knows as an
+// admission for admissionStep: the gate's time (a closed gate, an open
+// breaker) or a hold until the head's next poll. It costs one atomic load
+// when no gate has a queue.
 func (g *gateQueues) join(gate store.GateKey, w *waiter, now time.Time) (adm store.Admission, ok bool) {
 	if g.n.Load() == 0 {
 		return adm, false
