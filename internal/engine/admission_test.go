@@ -474,3 +474,120 @@ func TestDrainEndsAShortWaitAtOnce(t *testing.T) {
 		t.Fatalf("%d sends, want 1", up.count())
 	}
 }
+
+// recordingStore records, for a real store, which calls (by the number in
+// their context) it admitted, in order.
+type recordingStore struct {
+	store.Store
+	mu       sync.Mutex
+	admitted []int
+	asks     int
+}
+
+func (s *recordingStore) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
+	adm, err := s.Store.Admit(ctx, req)
+	if i, ok := ctx.Value(callIndex{}).(int); ok {
+		s.mu.Lock()
+		s.asks++
+		if err == nil && adm.Admitted() {
+			s.admitted = append(s.admitted, i)
+		}
+		s.mu.Unlock()
+	}
+	return adm, err
+}
+
+// TestAdmissionOrderWithALearnedQuota (issue 18, item 1): the same rule
+// over the memory store's learning: a gate refused after 50 accepted calls
+// learned L = 50 and is closed until T. 100 calls queued on it: at T the
+// first 50 by arrival are admitted, in arrival order, and the 51st is held
+// (the probe waits for the 50 to be back); none is admitted before T.
+func TestAdmissionOrderWithALearnedQuota(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	reopen := t0.Add(10 * time.Second)
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	p := mustPolicy(t, func(p *engine.Policy) {
+		p.MaxRetries = 0
+		p.TotalTimeout = 10 * time.Minute
+		p.MaxDelay = 10 * time.Minute
+		p.Learning = store.LearningConfig{Enabled: true}
+	})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	up := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select { // the admitted calls stay out until the test has looked
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	// Teach L = 50: a fresh epoch of 51 calls, the first refused with a
+	// hint until reopen.
+	gate := store.GateKey{Tenant: "t1", Scope: engine.GateScope("", hostOf(up.URL))}
+	var tickets []store.Ticket
+	for i := range 51 {
+		adm, err := mem.Admit(t.Context(), store.AdmitRequest{Gate: gate, Learning: p.Learning, Now: t0.Add(time.Duration(i) * time.Millisecond)})
+		if err != nil || !adm.Admitted() {
+			t.Fatalf("teaching call %d: %+v, %v", i, adm, err)
+		}
+		tickets = append(tickets, adm.Ticket)
+	}
+	if _, err := mem.Complete(t.Context(), store.CompleteRequest{
+		Gate: gate, Ticket: tickets[0], Result: store.ResultRefused, Obs: store.Observation{CloseUntil: reopen},
+		Learning: p.Learning, MaxGate: p.MaxGate, Now: t0.Add(100 * time.Millisecond),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	clock := engine.NewManualClock(t0.Add(time.Second))
+	st := &recordingStore{Store: mem}
+	obs := &waitObserver{}
+	f := &queueFixture{
+		t: t, clock: clock, obs: obs, url: up.URL,
+		runner: engine.NewRunner(st, engine.WithClock(clock), engine.WithObserver(obs)),
+		done:   map[int]*engine.Result{}, ends: map[int]time.Time{},
+	}
+	t.Cleanup(f.wg.Wait)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for i := range 100 {
+		f.start(ctx, i, p)
+		for deadline := time.Now().Add(20 * time.Second); obs.waiting.Load() != int64(i+1); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d did not park", i)
+			}
+		}
+	}
+	st.mu.Lock()
+	if st.asks != 1 || len(st.admitted) != 0 {
+		t.Fatalf("before the reopening: %d store Admits, %d admitted; want 1 and 0", st.asks, len(st.admitted))
+	}
+	st.mu.Unlock()
+	clock.Advance(9 * time.Second)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		st.mu.Lock()
+		asks := st.asks
+		st.mu.Unlock()
+		if asks == 52 && obs.waiting.Load() == 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the reopening: %d store Admits, %d waiting; want 52 and 50", asks, obs.waiting.Load())
+		}
+	}
+	st.mu.Lock()
+	admitted := slices.Clone(st.admitted)
+	st.mu.Unlock()
+	if !slices.Equal(admitted, seq(0, 50)) {
+		t.Fatalf("admitted %v, want the first 50 by arrival, in order", admitted)
+	}
+	cancel()
+	releaseOnce.Do(func() { close(release) })
+	for deadline := time.Now().Add(20 * time.Second); f.finished() < 100; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 100 calls ended", f.finished())
+		}
+	}
+}
