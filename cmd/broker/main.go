@@ -286,9 +286,9 @@ func serveUntilDone(ctx context.Context, gs interface{ Serve(net.Listener) error
 const drainGrace = time.Second
 
 // shutdown stops serving: health reports NOT_SERVING and ends its Watch
-// streams (so they hold nothing), calls parked in waits that would outlast
-// the timeout end at once with their attempts, OUTCOME_SHUTTING_DOWN and a
-// retry_after, and calls still sending when it passes end the same way;
+// streams (so they hold nothing), calls parked in waits end at once with
+// their attempts, OUTCOME_SHUTTING_DOWN and a retry_after, and calls still
+// sending when the timeout passes end the same way;
 // then the server stops gracefully, and is cut after a short grace.
 func shutdown(logger *slog.Logger, gs interface {
 	GracefulStop()

@@ -42,6 +42,7 @@ type callState struct {
 
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
+	w      waiter        // where every wait of the call waits
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
 }
@@ -112,27 +113,44 @@ func (s *callState) run() (*Result, error) {
 			return s.res, err
 		}
 		d := at.rec.Decision
-		cause := "backoff"
+		cause := causeBackoff
 		if d.Reason == ReasonServerHint {
-			cause = "hint"
+			cause = causeHint
 		}
-		if end, err := s.wait(cause, d.Delay, nil); end {
+		if end, err := s.sleep(cause, d.Delay); end {
 			return s.res, err
 		}
 		s.waited += d.Delay
 	}
 }
 
-// admit loops until the gate is open, its breaker closed, the learned
-// quota lets the attempt go and pacing admits it, waiting when the wait
-// fits. stop reports that the call ended (s.res filled in).
+// admit asks the store to admit attempt s.n and does what admissionStep
+// decides with each answer: send, wait in the gate's queue (or for
+// pacing) and ask again, or end the call. A call that finds calls of this
+// process waiting on its gate queues behind them before it asks (see
+// gateQueues). stop reports that the call ended (s.res filled in).
 func (s *callState) admit() (store.Admission, bool, error) {
 	if s.r.store == nil {
 		return store.Admission{}, false, nil
 	}
-	p := s.p
+	p, g, w, clock := s.p, &s.r.events, &s.w, s.r.clock
+	w.seq, w.deadline, w.maxDelay = g.arrive(), s.deadline, p.MaxDelay
+	queued, cause := false, ""
+	if adm, ok := g.join(s.gate, w, clock.Now()); ok {
+		st := admissionStep(p, adm, s.stepInput(clock.Now()))
+		if st.kind != stepSleep { // the gate's time does not fit the call
+			g.leave(w, false, time.Time{}, "", clock.Now())
+			return adm, true, s.endStep(st)
+		}
+		queued, cause = true, st.cause
+	}
 	for {
-		now := s.r.clock.Now()
+		if queued {
+			if end, err := s.gateWait(cause); end {
+				return store.Admission{}, true, err
+			}
+		}
+		now := clock.Now()
 		sctx, cancel := s.r.storeContext(s.ctx)
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
 			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.deadline.Sub(now),
@@ -141,6 +159,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 		})
 		cancel()
 		if err != nil {
+			g.leave(w, true, time.Time{}, "", now)
 			if s.caller.Err() != nil {
 				s.res.Outcome = OutcomeCanceled
 				return adm, true, s.caller.Err()
@@ -150,56 +169,46 @@ func (s *callState) admit() (store.Admission, bool, error) {
 			}
 			return adm, true, &StoreError{Err: err}
 		}
-		hold, reason := holdOf(store.GateStatus{ClosedUntil: adm.GateClosedUntil, BreakerOpenUntil: adm.BreakerOpenUntil}, now)
-		switch {
-		case reason != ReasonUnspecified:
-			if !p.waitFits(hold, now, s.deadline) {
-				return adm, true, s.endEarly(outcomeOf(Decision{Reason: reason}), hold, true)
-			}
-			cause := "cooldown"
-			if reason == ReasonBreakerOpen {
-				cause = "breaker"
-			}
-			if end, err := s.wait(cause, hold, nil); end {
-				return adm, true, err
-			}
-			s.waited += hold
+		st := admissionStep(p, adm, s.stepInput(now))
+		switch st.kind {
+		case stepSleep:
+			g.hold(s.gate, w, st, now) // keeps its place when it has one
+			queued, cause = true, st.cause
 			continue
-		case adm.Held:
-			poll := min(max(adm.HeldFor, time.Millisecond), s.r.heldPoll)
-			if !now.Add(poll).Before(s.deadline) {
-				return adm, true, s.endEarly(OutcomeGateClosed, poll, true)
+		case stepEnd:
+			// A hold it does not wait out is the gate's news for the
+			// queue; any other end passes the turn on.
+			g.leave(w, st.until.IsZero(), st.until, st.cause, now)
+			if adm.Admitted() {
+				_ = s.complete(adm, store.Observation{}, store.ResultNone, false) // not sent: give it back
 			}
-			start := s.r.clock.Now()
-			w, n := s.r.events.wait(s.gate)
-			// Many held calls here poll less often each (completions here
-			// wake them one by one), within the call's deadline.
-			if n > 1 {
-				poll = max(min(heldPollFor(poll, n), s.deadline.Sub(now)-time.Millisecond), poll)
-			}
-			end, err := s.wait("held", poll, w.ch)
-			s.r.events.leave(s.gate, w, !end)
-			if end {
-				return adm, true, err
-			}
-			s.waited += s.r.clock.Now().Sub(start)
-			continue
-		case adm.PaceDenied:
-			if s.n == 1 {
-				return adm, true, &PacingError{Wait: adm.PaceWait}
-			}
-			return adm, true, s.endEarly(OutcomeDeadlineTooShort, adm.PaceWait, true)
+			return adm, true, s.endStep(st)
 		}
-		if adm.PaceWait > 0 {
-			if end, err := s.wait("pacing", adm.PaceWait, nil); end {
+		g.leave(w, true, time.Time{}, "", now) // admitted: the next in line asks at once
+		if st.d > 0 {
+			if end, err := s.sleep(causePacing, st.d); end {
 				// Admitted but not sent: give the registration back.
 				_ = s.complete(adm, store.Observation{}, store.ResultNone, false)
 				return adm, true, err
 			}
-			s.waited += adm.PaceWait
+			s.waited += st.d
 		}
 		return adm, false, nil
 	}
+}
+
+// stepInput is what admissionStep decides with at now, besides the answer.
+func (s *callState) stepInput(now time.Time) stepInput {
+	return stepInput{now: now, deadline: s.deadline, draining: s.r.drain.started(), attempt: s.n, heldPoll: s.r.heldPoll}
+}
+
+// endStep ends the call as st says: a *PacingError for a first attempt
+// that pacing cannot admit, otherwise its outcome and retry_after.
+func (s *callState) endStep(st step) error {
+	if st.pacing {
+		return &PacingError{Wait: st.d}
+	}
+	return s.endEarly(st.outcome, st.d, st.hasRetryAfter)
 }
 
 // endEarly ends the call without another attempt, with retryAfter when set.
@@ -209,62 +218,85 @@ func (s *callState) endEarly(o Outcome, retryAfter time.Duration, hasRetryAfter 
 	return nil
 }
 
-// wait sleeps d on the clock inside a span, so waits show in traces. wake,
-// when not nil, ends the wait early. end reports that the call is over:
-// canceled by the caller (err is the context's), cut by the total timeout,
-// or ended by the broker's drain because the wait would outlast it (s.res
-// filled in, err nil). A wait under way when the drain begins is checked
-// again then.
-func (s *callState) wait(cause string, d time.Duration, wake <-chan struct{}) (end bool, err error) {
-	start := s.r.clock.Now()
-	if !s.r.drain.fits(start.Add(d)) {
-		return true, s.endEarly(OutcomeShuttingDown, d, true)
-	}
+// sleep waits d on the call's waiter (its timer, the call's context and
+// the drain) inside a span, so waits show in traces. end reports that the
+// call is over: canceled by the caller (err is the context's), cut by the
+// total timeout, or ended by the drain (s.res filled in, err nil). The
+// drain ends every wait at once, with what was left of it as retry_after:
+// a waiting call has nothing in flight.
+func (s *callState) sleep(cause string, d time.Duration) (end bool, err error) {
 	if d <= 0 {
 		return s.waitEnded(s.ctx.Err(), d)
 	}
-	ctx, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
+	if s.r.drain.started() {
+		return true, s.endEarly(OutcomeShuttingDown, d, true)
+	}
+	start := s.r.clock.Now()
+	_, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
 		attrWaitCause.String(cause), attrWaitMS.Int64(d.Milliseconds())))
 	defer span.End()
 	s.r.observer.Waiting(cause, 1)
 	defer s.r.observer.Waiting(cause, -1)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopDrain := context.AfterFunc(s.r.drain.soft, cancel)
-	defer stopDrain()
-	if wake != nil {
-		stopWake := make(chan struct{})
-		defer close(stopWake)
-		go func() {
-			select {
-			case <-wake:
-				cancel()
-			case <-stopWake:
-			}
-		}()
-	}
-	for {
-		err := s.r.clock.Sleep(wctx, d-s.r.clock.Now().Sub(start))
-		switch {
-		case err == nil || ctx.Err() != nil:
-			return s.waitEnded(err, d)
-		case s.r.drain.started():
-			if !s.r.drain.fits(start.Add(d)) {
-				return true, s.endEarly(OutcomeShuttingDown, d-s.r.clock.Now().Sub(start), true)
-			}
-			// The wait ends before the drain deadline: sleep on.
-			wctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			if wake == nil {
-				continue
-			}
-			return false, nil
-		default:
-			return false, nil // woken: a call on the gate completed
-		}
+	select {
+	case <-s.w.arm(s.r.clock, d):
+		return false, nil
+	case <-s.ctx.Done():
+		s.w.stopTimer()
+		return s.waitEnded(s.ctx.Err(), d-s.r.clock.Now().Sub(start))
+	case <-s.r.drain.soft.Done():
+		s.w.stopTimer()
+		return true, s.endEarly(OutcomeShuttingDown, max(d-s.r.clock.Now().Sub(start), 0), true)
 	}
 }
 
+// gateWait waits in the gate's queue (gateQueues.await) for the call's
+// turn to ask the store, inside a span and counted as waiting for cause.
+// end reports that the call is over: the gate's time passed its deadline
+// or max_delay (OUTCOME_GATE_CLOSED, or BREAKER_OPEN, with the gate's time
+// as retry_after), the drain began (OUTCOME_SHUTTING_DOWN, the same
+// retry_after), or the context ended (waitEnded).
+func (s *callState) gateWait(cause string) (end bool, err error) {
+	g, clock := &s.r.events, s.r.clock
+	start := clock.Now()
+	_, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
+		attrWaitCause.String(cause), attrWaitMS.Int64(g.gateTime(&s.w, start).Milliseconds())))
+	s.r.observer.Waiting(cause, 1)
+	why := g.await(s.ctx, s.r.drain.soft.Done(), clock, &s.w)
+	s.r.observer.Waiting(cause, -1)
+	span.End()
+	now := clock.Now()
+	s.waited += now.Sub(start)
+	if why == wokeTurn {
+		return false, nil
+	}
+	retryAfter := g.gateTime(&s.w, now)
+	g.leave(&s.w, true, time.Time{}, "", now)
+	switch why {
+	case wokeExpired:
+		return true, s.endEarly(gateOutcome(cause), retryAfter, true)
+	case wokeDrain:
+		return true, s.endEarly(OutcomeShuttingDown, retryAfter, true)
+	}
+	if s.caller.Err() == nil && s.r.drain.hard.Err() == nil {
+		// The total timeout came first (a question to the store that took
+		// long): the call still ends with the gate's time.
+		return true, s.endEarly(gateOutcome(cause), retryAfter, true)
+	}
+	return s.waitEnded(s.ctx.Err(), retryAfter)
+}
+
+// gateOutcome is the outcome of a call that cannot wait out its gate.
+func gateOutcome(cause string) Outcome {
+	if cause == causeBreaker {
+		return OutcomeBreakerOpen
+	}
+	return OutcomeGateClosed
+}
+
+// waitEnded reports how a wait that ended with err (nil: its time came)
+// ends the call: not at all, canceled by the caller, cut by the drain
+// deadline (OUTCOME_SHUTTING_DOWN with d as retry_after) or by the total
+// timeout.
 func (s *callState) waitEnded(err error, d time.Duration) (bool, error) {
 	switch {
 	case err == nil:
@@ -273,7 +305,7 @@ func (s *callState) waitEnded(err error, d time.Duration) (bool, error) {
 		s.res.Outcome = OutcomeCanceled
 		return true, s.caller.Err()
 	case s.r.drain.hard.Err() != nil:
-		return true, s.endEarly(OutcomeShuttingDown, d, true)
+		return true, s.endEarly(OutcomeShuttingDown, max(d, 0), true)
 	}
 	return true, s.endEarly(OutcomeDeadlineTooShort, 0, false) // the total timeout ended the wait
 }

@@ -32,10 +32,6 @@ func (d *drainer) start(clock Clock, deadline time.Time) {
 	})
 }
 
+// started reports whether the drain has begun: from then on no call starts
+// or goes on with a wait (it ends with OUTCOME_SHUTTING_DOWN).
 func (d *drainer) started() bool { return d.soft.Err() != nil }
-
-// fits reports whether a wait ending at end may go on: no drain, or the
-// drain's deadline is after end.
-func (d *drainer) fits(end time.Time) bool {
-	return !d.started() || end.Before(d.deadline)
-}

@@ -135,11 +135,12 @@ func (c *admitCounter) Admit(ctx context.Context, req store.AdmitRequest) (store
 
 // TestHeldCallsWakeOneByOne: a learning gate whose learned quota is 0
 // (its first call was refused) sends its calls one probe at a time. 200
-// calls held on it are woken by the probes' completions in this process
-// one at a time, not all at each completion: every call is sent, with
-// about two store Admits per call (waking all would take about 200²/2),
-// and without waiting for a poll (held calls check again only after a
-// minute here).
+// calls held on it wait in the gate's queue, and each probe's completion
+// in this process wakes the queue's head only, not every held call: every
+// call is sent, with about two store Admits per call (the head's, and the
+// next head's, held while the probe is out; waking all would take about
+// 200²/2), and without waiting for a poll (held calls check again only
+// after a minute here).
 func TestHeldCallsWakeOneByOne(t *testing.T) {
 	const n = 200
 	mem := memstore.New()

@@ -156,7 +156,7 @@ type Runner struct {
 	storeBlocks bool
 
 	classifier *Classifier
-	events     gateEvents
+	events     gateQueues
 	drain      drainer
 }
 
@@ -400,12 +400,13 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	return s.run()
 }
 
-// Drain starts the broker's shutdown: from now on a call that would wait
-// past deadline (backoff, hint, gate, breaker, held, pacing) ends at once
-// with OutcomeShuttingDown and the wait it skipped as RetryAfter, and at
-// deadline every attempt still in progress is canceled and its call ends
-// the same way. Waits that end before deadline go on. Drain may be called
-// once; later calls do nothing.
+// Drain starts the broker's shutdown: from now on a call parked in a wait
+// (backoff, hint, gate, breaker, held, pacing), which has nothing in
+// flight, ends at once with OutcomeShuttingDown and what was left of its
+// wait (for a gate, the gate's time) as RetryAfter, and so does a call
+// that would start one; at deadline every attempt still in progress is
+// canceled and its call ends the same way. Drain may be called once; later
+// calls do nothing.
 func (r *Runner) Drain(deadline time.Time) { r.drain.start(r.clock, deadline) }
 
 // Draining reports whether Drain was called.
