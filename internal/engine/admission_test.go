@@ -511,7 +511,9 @@ func TestAdmissionOrderWithALearnedQuota(t *testing.T) {
 		p.MaxRetries = 0
 		p.TotalTimeout = 10 * time.Minute
 		p.MaxDelay = 10 * time.Minute
-		p.Learning = store.LearningConfig{Enabled: true}
+		// The first-window rule (a scout) is the store's, tested there:
+		// this test teaches L with a fresh epoch that admits every call.
+		p.Learning = store.LearningConfig{Enabled: true, FirstWindowOff: true}
 	})
 	release := make(chan struct{})
 	var releaseOnce sync.Once
