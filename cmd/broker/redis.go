@@ -53,6 +53,7 @@ const (
 	envKey                  = "BROKER_REDIS_KEY"
 	envServerName           = "BROKER_REDIS_TLS_SERVER_NAME"
 	envLocalAdmission       = "BROKER_REDIS_LOCAL_ADMISSION"
+	envHealthInterval       = "BROKER_REDIS_HEALTH_INTERVAL"
 )
 
 // redisOptions are the shared-store options, from flags and environment
@@ -64,6 +65,7 @@ type redisOptions struct {
 	tls                        envBool
 	ca, cert, key, serverName  envValue
 	localAdmission             envValue
+	healthInterval             envValue
 	// getenv reads the password variables (os.Getenv outside tests).
 	getenv func(string) string
 }
@@ -128,6 +130,7 @@ func addRedisFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *redisOption
 	fs.Var(def(&o.key, envKey, false), "redis-key", "client certificate's private key `file` (PEM); default $"+envKey)
 	fs.Var(def(&o.serverName, envServerName, false), "redis-tls-server-name", "`name` to verify in the Redis servers' certificates, instead of each address dialled; default $"+envServerName)
 	fs.Var(def(&o.localAdmission, envLocalAdmission, false), "redis-local-admission", "how long a replica admits calls on a plain gate (nothing known, nothing learned, breaker closed, no pacing) without a Redis round trip, after Redis said it is plain: a `duration`, 0 = every call a round trip; default $"+envLocalAdmission+" or "+redisstore.DefaultLocalAdmissionTTL.String()+" (docs/operations.md)")
+	fs.Var(def(&o.healthInterval, envHealthInterval, false), "redis-health-interval", "how often a replica checks that Redis answers (a PING), calls or none, so that an idle replica reports an outage: a `duration`, 0 = only calls notice; default $"+envHealthInterval+" or "+store.DefaultHealthInterval.String()+" (docs/operations.md)")
 	return o
 }
 
@@ -306,11 +309,33 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (
 		return sharedStore{}, err
 	}
 	redis.SetLogger(redisLogger{logger})
+	every, err := o.healthEvery()
+	if err != nil {
+		return sharedStore{}, err
+	}
 	rs, err := redisstore.Open(ctx, cfg, redisstore.WithLocalAdmission(local))
 	if err != nil {
 		return sharedStore{}, fmt.Errorf("shared store: %w", err)
 	}
-	return sharedStore{store: store.NewFallback(rs, memstore.New()), describe: describeRedis(cfg)}, nil
+	fb := store.NewFallback(rs, memstore.New(), store.WithHealthInterval(every))
+	return sharedStore{store: fb, describe: describeRedis(cfg)}, nil
+}
+
+// healthEvery is --redis-health-interval as a store.WithHealthInterval
+// argument: the store's default when not given, negative (off) for 0.
+func (o *redisOptions) healthEvery() (time.Duration, error) {
+	v := strings.TrimSpace(o.healthInterval.value)
+	if v == "" {
+		return store.DefaultHealthInterval, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: want a duration such as 500ms, or 0 to turn the check off", o.healthInterval.source("redis-health-interval"))
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	return d, nil
 }
 
 // localAdmissionTTL is --redis-local-admission: redisstore's default when

@@ -32,6 +32,9 @@ const (
 	// DefaultMaxHoldDown bounds how long a flapping primary must pass every
 	// probe before the Fallback returns to it.
 	DefaultMaxHoldDown = 30 * time.Second
+	// DefaultHealthInterval is how often a healthy Fallback checks that its
+	// primary answers, whether calls flow or not.
+	DefaultHealthInterval = 500 * time.Millisecond
 	// maxDetail bounds Health.Detail, in bytes.
 	maxDetail = 300
 )
@@ -164,6 +167,7 @@ type fallbackOptions struct {
 	probeMin, probeMax time.Duration
 	stableAfter        time.Duration
 	maxHold            time.Duration
+	healthEvery        time.Duration // <= 0: no health check
 }
 
 // WithFailClosed makes the Fallback return an error wrapping
@@ -227,6 +231,22 @@ func WithFlapDamping(stableAfter, maxHold time.Duration) FallbackOption {
 	}
 }
 
+// WithHealthInterval makes a healthy Fallback check its primary every d,
+// whether calls flow or not, so that an idle replica notices an outage: a
+// Ping on a [Pinger] (bounded by the primary timeout), else the check the
+// recovery probe makes. A failed check is repeated at once, and a second
+// failure in a row degrades the Fallback as a failed call does (recovery
+// then needs the probe, flap damping included). The check does not run
+// while the Fallback is degraded (the probe runs then). Zero
+// keeps [DefaultHealthInterval]; a negative d turns the check off.
+func WithHealthInterval(d time.Duration) FallbackOption {
+	return func(o *fallbackOptions) {
+		if d != 0 {
+			o.healthEvery = d
+		}
+	}
+}
+
 // Fallback is a Store that uses a primary (shared, Redis) store while it
 // answers and a local (memory) store while it does not.
 //
@@ -286,23 +306,31 @@ type Fallback struct {
 var _ Store = (*Fallback)(nil)
 
 // NewFallback returns a Fallback over primary and local, healthy until a
-// primary call (or [Fallback.Verify]) fails. The Fallback owns both
-// stores: Close closes them.
+// primary call (or [Fallback.Verify], or the health check of
+// [WithHealthInterval]) fails. It starts the health check in the
+// background. The Fallback owns both stores: Close stops the check and
+// closes them.
 func NewFallback(primary, local Store, opts ...FallbackOption) *Fallback {
 	o := fallbackOptions{
 		timeout: DefaultPrimaryTimeout, verifyTimeout: DefaultVerifyTimeout,
 		probeMin: DefaultProbeMin, probeMax: DefaultProbeMax,
 		stableAfter: DefaultStableAfter, maxHold: DefaultMaxHoldDown,
+		healthEvery: DefaultHealthInterval,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	o.probeMax = max(o.probeMax, o.probeMin)
 	life, kill := context.WithCancel(context.Background())
-	return &Fallback{
+	f := &Fallback{
 		primary: primary, local: local, opts: o, life: life, kill: kill,
 		health: Health{Since: time.Now()},
 	}
+	if o.healthEvery > 0 {
+		f.wg.Add(1)
+		go f.watchPrimary(o.healthEvery)
+	}
+	return f
 }
 
 // Primary returns the store f serves from while it is healthy.
@@ -701,6 +729,44 @@ func (f *Fallback) probe(hold time.Duration) {
 		}
 		timer.Reset(wait)
 	}
+}
+
+// watchPrimary checks the healthy primary every interval until the
+// Fallback closes (see WithHealthInterval).
+func (f *Fallback) watchPrimary(every time.Duration) {
+	defer f.wg.Done()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.life.Done():
+			return
+		case <-tick.C:
+		}
+		if f.degraded.Load() {
+			continue
+		}
+		if f.ping(f.life) == nil {
+			continue
+		}
+		err := f.ping(f.life) // once more: one slow answer is no outage
+		if err == nil || errors.Is(err, ErrClosed) || f.life.Err() != nil || f.degraded.Load() {
+			continue
+		}
+		f.degrade(err)
+	}
+}
+
+// ping checks that the primary answers: Ping on a Pinger, bounded by the
+// primary timeout, else check1.
+func (f *Fallback) ping(ctx context.Context) error {
+	p, ok := f.primary.(Pinger)
+	if !ok {
+		return f.check1(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
+	defer cancel()
+	return p.Ping(ctx)
 }
 
 // check1 checks the primary once: Verify on a Verifier (bounded by the
