@@ -288,6 +288,9 @@ func WithStartWait(d time.Duration) FallbackOption {
 // caller's own ctx (cancelled, or a deadline shorter than the primary
 // timeout) is returned as is; the primary is then probed in the
 // background, and the Fallback degrades only if that probe fails too.
+// Without calls, the health check of [WithHealthInterval] notices an
+// outage; with [WithStartWait], no call is served before the first
+// verification ends.
 //
 // Tickets record which backend issued them, and Complete goes to that
 // backend. Completing a primary ticket while degraded applies the
