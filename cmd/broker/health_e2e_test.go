@@ -266,3 +266,40 @@ func TestReplicasStartTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestStartWaitIsBounded: a replica whose Redis is down at start is not
+// ready (and says "starting", with the cause) for --redis-start-wait, then
+// ready on local state, degraded; once Redis is up and verified, it is back
+// on shared state by itself.
+func TestStartWaitIsBounded(t *testing.T) {
+	srv := redistest.StartServer(t)
+	srv.Stop() // its port, with nothing listening
+	const wait = 3 * time.Second
+	begin := time.Now()
+	b := launchRedisBroker(t, nil, "--redis", srv.URL(), "--redis-start-wait", wait.String())
+	b.waitHealth(t, "", healthpb.HealthCheckResponse_NOT_SERVING, 10*time.Second)
+	b.waitHealth(t, StoreHealthService, healthpb.HealthCheckResponse_NOT_SERVING, time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		body := b.sharedState(t)
+		if body.Status == "starting" && body.Cause == "unreachable" && body.code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %d %+v while starting, want 503 starting unreachable", SharedStateHealthPath, body.code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.waitHealth(t, "", healthpb.HealthCheckResponse_SERVING, 2*wait)
+	if took := time.Since(begin); took < wait {
+		t.Fatalf("ready %v after the start, before the start wait of %v passed", took, wait)
+	}
+	if st, err := b.sharedStatus(); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("SharedState %v %v once ready without Redis, want NOT_SERVING", st, err)
+	}
+	if body := b.sharedState(t); body.Status != "degraded" || body.Cause != "unreachable" {
+		t.Fatalf("%s = %+v, want degraded unreachable", SharedStateHealthPath, body)
+	}
+	srv.Restart()
+	b.waitHealth(t, StoreHealthService, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
+}
