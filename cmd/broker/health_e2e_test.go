@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
@@ -36,7 +38,8 @@ func TestIdleReplicaReportsRedisGone(t *testing.T) {
 	srv := redistest.StartServer(t)
 	b := startRedisBroker(t, nil, "--redis", srv.URL())
 	b.waitHealth(t, StoreHealthService, healthpb.HealthCheckResponse_SERVING, 10*time.Second)
-	time.Sleep(time.Second) // idle, healthy
+	// Idle and healthy, and then at any phase of the health check.
+	time.Sleep(time.Second + rand.N(store.DefaultHealthInterval))
 
 	srv.Stop() // SIGKILL by pid
 	killed := time.Now()

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +42,8 @@ func TestFallbackIdleNoticesRedisGone(t *testing.T) {
 	var verified atomic.Int64
 	f := store.NewFallback(countVerify{rs, &verified}, memstore.New())
 	t.Cleanup(func() { _ = f.Close() })
-	time.Sleep(2 * store.DefaultHealthInterval) // idle and healthy: the checks pass
+	// Idle and healthy (the checks pass), then at any phase of the check.
+	time.Sleep(2*store.DefaultHealthInterval + rand.N(store.DefaultHealthInterval))
 	if h := f.Health(); h.Degraded {
 		t.Fatalf("degraded while redis-server runs: %+v", h)
 	}
@@ -60,6 +62,28 @@ func TestFallbackIdleNoticesRedisGone(t *testing.T) {
 		t.Fatal("healthy again without a verification")
 	}
 	t.Logf("healthy %v after the restart", took)
+}
+
+// TestFallbackIdleNoticesRedisHung: the same with a redis-server that
+// hangs (SIGSTOP) instead of refusing: two pings time out, each bounded by
+// the primary timeout.
+func TestFallbackIdleNoticesRedisHung(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rs, err := redisstore.New(context.Background(), srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := store.NewFallback(rs, memstore.New())
+	t.Cleanup(func() { _ = f.Close() })
+	time.Sleep(2*store.DefaultHealthInterval + rand.N(store.DefaultHealthInterval))
+	if h := f.Health(); h.Degraded {
+		t.Fatalf("degraded while redis-server runs: %+v", h)
+	}
+	srv.Pause()
+	took := waitHealth(t, f, 2*time.Second, "degraded", func(h store.Health) bool { return h.Degraded })
+	t.Logf("degraded %v after the pause, with no call", took)
+	srv.Resume()
+	waitHealth(t, f, 5*time.Second, "healthy", func(h store.Health) bool { return !h.Degraded })
 }
 
 // countVerify counts the verifications of a Redis store.
