@@ -411,8 +411,10 @@ func (f *Fallback) OnHealthChange(fn func(Health)) {
 // [Verifier], else a ping), bounded by ctx and the verify timeout. When
 // the check fails the Fallback degrades with the error's cause (if it was
 // not degraded already) and probes for recovery, and the error is
-// returned. A broker calls it at start, so that a misconfigured shared
-// store is named at once rather than at the first call.
+// returned; while starting ([WithStartWait]) a failure ends the start,
+// degraded. A Fallback made without a start wait is verified this way at
+// start, so that a misconfigured shared store is named at once rather than
+// at the first call; one made with it verifies itself.
 func (f *Fallback) Verify(ctx context.Context) error {
 	err := f.check1(ctx)
 	if err == nil || errors.Is(err, ErrClosed) {
