@@ -339,10 +339,11 @@ func openStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (store
 	return s.store, s.describe, err
 }
 
-// watchStoreHealth mirrors the Fallback's state into the health service and
-// the degraded gauge.
+// watchStoreHealth mirrors the Fallback's state into the health service
+// (readiness included: NOT_SERVING until the shared store is verified at
+// start) and the degraded gauge.
 func watchStoreHealth(st store.Store, hs *server.Health, mets *metrics.Metrics, logger *slog.Logger) {
-	startSharedState(context.Background(), st, hs, mets, logger)
+	startSharedState(st, hs, mets, logger)
 }
 
 // redisLogger routes go-redis's internal log lines to slog at debug level

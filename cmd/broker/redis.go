@@ -31,7 +31,16 @@ import (
 // metrics listener.
 const SharedStateHealthPath = "/health/shared-state"
 
-// startVerifyTimeout bounds the verification of the shared store at start.
+// DefaultStartWait is how long, at most, a replica waits at start for its
+// first verification of the shared store before it serves (on local state,
+// degraded, when the verification has not passed by then).
+const DefaultStartWait = 5 * time.Second
+
+// maxStartWait bounds --redis-start-wait.
+const maxStartWait = 5 * time.Minute
+
+// startVerifyTimeout bounds the verification of the shared store at start
+// with --redis-start-wait 0 (which does not wait for it).
 const startVerifyTimeout = 2 * time.Second
 
 // Environment variables of the shared-store options. Each flag defaults to
@@ -53,6 +62,8 @@ const (
 	envKey                  = "BROKER_REDIS_KEY"
 	envServerName           = "BROKER_REDIS_TLS_SERVER_NAME"
 	envLocalAdmission       = "BROKER_REDIS_LOCAL_ADMISSION"
+	envHealthInterval       = "BROKER_REDIS_HEALTH_INTERVAL"
+	envStartWait            = "BROKER_REDIS_START_WAIT"
 )
 
 // redisOptions are the shared-store options, from flags and environment
@@ -64,6 +75,8 @@ type redisOptions struct {
 	tls                        envBool
 	ca, cert, key, serverName  envValue
 	localAdmission             envValue
+	healthInterval             envValue
+	startWait                  envValue
 	// getenv reads the password variables (os.Getenv outside tests).
 	getenv func(string) string
 }
@@ -128,6 +141,8 @@ func addRedisFlagsEnv(fs *flag.FlagSet, getenv func(string) string) *redisOption
 	fs.Var(def(&o.key, envKey, false), "redis-key", "client certificate's private key `file` (PEM); default $"+envKey)
 	fs.Var(def(&o.serverName, envServerName, false), "redis-tls-server-name", "`name` to verify in the Redis servers' certificates, instead of each address dialled; default $"+envServerName)
 	fs.Var(def(&o.localAdmission, envLocalAdmission, false), "redis-local-admission", "how long a replica admits calls on a plain gate (nothing known, nothing learned, breaker closed, no pacing) without a Redis round trip, after Redis said it is plain: a `duration`, 0 = every call a round trip; default $"+envLocalAdmission+" or "+redisstore.DefaultLocalAdmissionTTL.String()+" (docs/operations.md)")
+	fs.Var(def(&o.healthInterval, envHealthInterval, false), "redis-health-interval", "how often a replica checks that Redis answers (a PING), calls or none, so that an idle replica reports an outage: a `duration`, 0 = only calls notice; default $"+envHealthInterval+" or "+store.DefaultHealthInterval.String()+" (docs/operations.md)")
+	fs.Var(def(&o.startWait, envStartWait, false), "redis-start-wait", "how long a replica waits at start for its first verification of Redis before it is ready (health NOT_SERVING meanwhile, calls wait for it); after that it serves on local state until Redis is verified: a `duration`, 0 = ready at once; default $"+envStartWait+" or "+DefaultStartWait.String()+" (docs/operations.md)")
 	return o
 }
 
@@ -306,11 +321,37 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (
 		return sharedStore{}, err
 	}
 	redis.SetLogger(redisLogger{logger})
+	every, err := o.healthEvery()
+	if err != nil {
+		return sharedStore{}, err
+	}
+	wait, err := o.startWaitFor()
+	if err != nil {
+		return sharedStore{}, err
+	}
 	rs, err := redisstore.Open(ctx, cfg, redisstore.WithLocalAdmission(local))
 	if err != nil {
 		return sharedStore{}, fmt.Errorf("shared store: %w", err)
 	}
-	return sharedStore{store: store.NewFallback(rs, memstore.New()), describe: describeRedis(cfg)}, nil
+	fb := store.NewFallback(rs, memstore.New(), store.WithHealthInterval(every), store.WithStartWait(wait))
+	return sharedStore{store: fb, describe: describeRedis(cfg)}, nil
+}
+
+// healthEvery is --redis-health-interval as a store.WithHealthInterval
+// argument: the store's default when not given, negative (off) for 0.
+func (o *redisOptions) healthEvery() (time.Duration, error) {
+	v := strings.TrimSpace(o.healthInterval.value)
+	if v == "" {
+		return store.DefaultHealthInterval, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: want a duration such as 500ms, or 0 to turn the check off", o.healthInterval.source("redis-health-interval"))
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	return d, nil
 }
 
 // localAdmissionTTL is --redis-local-admission: redisstore's default when
@@ -326,6 +367,22 @@ func (o *redisOptions) localAdmissionTTL() (time.Duration, error) {
 	}
 	if d > redisstore.MaxLocalAdmissionTTL {
 		return 0, fmt.Errorf("%s: %s is longer than %s, the longest a lost announcement may go unnoticed", o.localAdmission.source("redis-local-admission"), d, redisstore.MaxLocalAdmissionTTL)
+	}
+	return d, nil
+}
+
+// startWaitFor is --redis-start-wait: DefaultStartWait when not given.
+func (o *redisOptions) startWaitFor() (time.Duration, error) {
+	v := strings.TrimSpace(o.startWait.value)
+	if v == "" {
+		return DefaultStartWait, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: want a duration such as 5s, or 0 to be ready at once", o.startWait.source("redis-start-wait"))
+	}
+	if d > maxStartWait {
+		return 0, fmt.Errorf("%s: %s is longer than %s", o.startWait.source("redis-start-wait"), d, maxStartWait)
 	}
 	return d, nil
 }
@@ -350,14 +407,16 @@ func describeRedis(cfg redisstore.Config) string {
 	return b.String()
 }
 
-// startSharedState mirrors the store's health into the SharedState health
-// service, the metrics and the log, then verifies the shared store (at
-// most startVerifyTimeout), so that a misconfiguration is named at start.
-// For the memory store it only reports SERVING.
-func startSharedState(ctx context.Context, st store.Store, hs *server.Health, mets *metrics.Metrics, logger *slog.Logger) {
-	hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
+// startSharedState mirrors the store's health into the health service
+// (readiness and SharedState), the metrics and the log. While a Fallback
+// starts (its first verification, at most --redis-start-wait), the broker
+// as a whole ("") and SharedState report NOT_SERVING; then "" is SERVING,
+// and SharedState SERVING while shared state is in use. For the memory
+// store it only reports SERVING.
+func startSharedState(st store.Store, hs *server.Health, mets *metrics.Metrics, logger *slog.Logger) {
 	fb, ok := st.(*store.Fallback)
 	if !ok {
+		hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
 		return
 	}
 	if rs, ok := fb.Primary().(*redisstore.Store); ok && rs.LocalAdmissionTTL() > 0 {
@@ -367,30 +426,60 @@ func startSharedState(ctx context.Context, st store.Store, hs *server.Health, me
 		})
 	}
 	var mu sync.Mutex
-	last := store.Health{Since: time.Now()}
-	apply := func(h store.Health) {
+	begin := time.Now()
+	last := store.Health{Starting: true, Since: begin}
+	// apply reads the state itself, so that a change seen late never
+	// overwrites a newer one.
+	apply := func() {
 		mu.Lock()
 		defer mu.Unlock()
+		h := fb.Health()
 		prev := last
 		last = h
 		mets.SetStoreHealth(h)
 		switch {
+		case h.Starting:
+			if h.Cause != prev.Cause && h.Cause != store.CauseNone {
+				what, hint := describeCause(h.Cause)
+				logger.Info("shared store "+what+": not ready yet, still verifying it", "cause", string(h.Cause), "detail", h.Detail, "hint", hint)
+			}
+			return
 		case h.Degraded && (!prev.Degraded || prev.Cause != h.Cause):
 			what, hint := describeCause(h.Cause)
 			logger.Warn("shared store "+what+": serving on local state until it recovers (fail-closed policies fail their calls)",
 				"cause", string(h.Cause), "detail", h.Detail, "hint", hint)
 			hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+		case !h.Degraded && prev.Starting:
+			logger.Info("shared store verified: the broker's scripts run on it", "after", time.Since(begin).Round(time.Millisecond).String())
+			hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
 		case !h.Degraded && prev.Degraded:
 			logger.Info("shared store recovered", "cause_was", string(prev.Cause), "after", h.Since.Sub(prev.Since).Round(time.Millisecond).String())
 			hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
 		}
+		hs.SetReady(true)
 	}
 	mets.SetStoreHealth(store.Health{})
-	fb.OnHealthChange(apply)
-	vctx, cancel := context.WithTimeout(ctx, startVerifyTimeout)
-	defer cancel()
-	if err := fb.Verify(vctx); err == nil {
-		logger.Info("shared store verified: the broker's scripts run on it")
+	starting := fb.Health().Starting
+	if starting {
+		hs.SetReady(false)
+		hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+		logger.Info("verifying the shared store before serving (health NOT_SERVING until then)")
+	} else {
+		last = store.Health{Since: begin}
+		hs.SetServingStatus(StoreHealthService, healthpb.HealthCheckResponse_SERVING)
+	}
+	fb.OnHealthChange(func(store.Health) { apply() })
+	apply() // a change before the registration
+	if !starting {
+		// --redis-start-wait 0: ready at once, and a misconfiguration is
+		// still named at once.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), startVerifyTimeout)
+			defer cancel()
+			if err := fb.Verify(ctx); err == nil {
+				logger.Info("shared store verified: the broker's scripts run on it")
+			}
+		}()
 	}
 }
 
@@ -431,7 +520,7 @@ func describeCause(c store.Cause) (what, hint string) {
 
 // sharedStateHandler serves GET SharedStateHealthPath: the shared store's
 // state as JSON, 200 while it is in use (or for the memory store), 503
-// while degraded. The detail never holds a password.
+// while starting (not verified yet) or degraded. The detail never holds a password.
 func sharedStateHandler(st store.Store, describe string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -450,7 +539,11 @@ func sharedStateHandler(st store.Store, describe string) http.Handler {
 		if fb, ok := st.(*store.Fallback); ok {
 			h := fb.Health()
 			body.Since = h.Since.UTC().Format(time.RFC3339Nano)
-			if h.Degraded {
+			switch {
+			case h.Starting:
+				body.Status, body.Cause, body.Detail = "starting", string(h.Cause), h.Detail
+				code = http.StatusServiceUnavailable
+			case h.Degraded:
 				body.Status, body.Cause, body.Detail = "degraded", string(h.Cause), h.Detail
 				code = http.StatusServiceUnavailable
 			}

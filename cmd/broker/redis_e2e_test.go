@@ -37,6 +37,15 @@ type redisBroker struct {
 // listener, and waits until it serves.
 func startRedisBroker(t *testing.T, env []string, args ...string) *redisBroker {
 	t.Helper()
+	b := launchRedisBroker(t, env, args...)
+	b.waitHealth(t, "", healthpb.HealthCheckResponse_SERVING, 20*time.Second)
+	return b
+}
+
+// launchRedisBroker is startRedisBroker without the wait: it returns as
+// soon as the process started.
+func launchRedisBroker(t *testing.T, env []string, args ...string) *redisBroker {
+	t.Helper()
 	addr, metricsAddr := freePort(t), freePort(t)
 	p := &brokerProc{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(brokerBin, append([]string{"--listen", addr, "--metrics-listen", metricsAddr, "--allow-destinations", "127.0.0.1/32"}, args...)...)
@@ -65,7 +74,6 @@ func startRedisBroker(t *testing.T, env []string, args ...string) *redisBroker {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	p.conn, p.client, p.health = conn, rbv1.NewBrokerServiceClient(conn), healthpb.NewHealthClient(conn)
-	p.waitHealth(t, "", healthpb.HealthCheckResponse_SERVING, 20*time.Second)
 	return &redisBroker{brokerProc: p, metrics: metricsAddr}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/redisstore"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
@@ -203,6 +204,63 @@ func TestRedisLocalAdmissionFlag(t *testing.T) {
 		{map[string]string{envLocalAdmission: "soon"}, nil, 0, "$" + envLocalAdmission + ": want a duration"},
 	} {
 		got, err := parseRedis(t, c.env, c.args...).localAdmissionTTL()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v %q: err %v, want %q", c.env, c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%v %q = %v, %v; want %v", c.env, c.args, got, err, c.want)
+		}
+	}
+}
+
+func TestRedisHealthIntervalFlag(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want time.Duration
+		err  string
+	}{
+		{nil, nil, store.DefaultHealthInterval, ""},
+		{nil, []string{"--redis-health-interval", "0"}, -1, ""},
+		{nil, []string{"--redis-health-interval", "200ms"}, 200 * time.Millisecond, ""},
+		{map[string]string{envHealthInterval: "1s"}, nil, time.Second, ""},
+		{map[string]string{envHealthInterval: "1s"}, []string{"--redis-health-interval", "2s"}, 2 * time.Second, ""},
+		{nil, []string{"--redis-health-interval", "-1s"}, 0, "--redis-health-interval: want a duration"},
+		{map[string]string{envHealthInterval: "often"}, nil, 0, "$" + envHealthInterval + ": want a duration"},
+	} {
+		got, err := parseRedis(t, c.env, c.args...).healthEvery()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v %q: err %v, want %q", c.env, c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%v %q = %v, %v; want %v", c.env, c.args, got, err, c.want)
+		}
+	}
+}
+
+func TestRedisStartWaitFlag(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want time.Duration
+		err  string
+	}{
+		{nil, nil, DefaultStartWait, ""},
+		{nil, []string{"--redis-start-wait", "0"}, 0, ""},
+		{nil, []string{"--redis-start-wait", "10s"}, 10 * time.Second, ""},
+		{map[string]string{envStartWait: "1s"}, nil, time.Second, ""},
+		{map[string]string{envStartWait: "1s"}, []string{"--redis-start-wait", "2s"}, 2 * time.Second, ""},
+		{nil, []string{"--redis-start-wait", "-1s"}, 0, "--redis-start-wait: want a duration"},
+		{nil, []string{"--redis-start-wait", "6m"}, 0, "--redis-start-wait: 6m0s is longer than 5m0s"},
+		{map[string]string{envStartWait: "later"}, nil, 0, "$" + envStartWait + ": want a duration"},
+	} {
+		got, err := parseRedis(t, c.env, c.args...).startWaitFor()
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%v %q: err %v, want %q", c.env, c.args, err, c.err)

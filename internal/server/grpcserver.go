@@ -127,8 +127,7 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 	gs.RegisterService(serviceDesc(svc), svc)
 	hs := NewHealth()
 	healthpb.RegisterHealthServer(gs, hs)
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(rbv1.BrokerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetReady(true)
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}

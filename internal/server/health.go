@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
 
 // Health is the broker's grpc.health.v1 service. It differs from grpc's own
@@ -40,6 +42,19 @@ func (h *Health) SetServingStatus(service string, st healthpb.HealthCheckRespons
 	}
 	h.statuses[service] = st
 	h.notifyLocked()
+}
+
+// SetReady sets the server as a whole ("") and the BrokerService SERVING
+// when ready, NOT_SERVING when not (a broker that is starting: readiness
+// probes keep traffic away). NewGRPCServer starts ready. After Shutdown it
+// does nothing.
+func (h *Health) SetReady(ready bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.SetServingStatus("", st)
+	h.SetServingStatus(rbv1.BrokerService_ServiceDesc.ServiceName, st)
 }
 
 // Shutdown sets every service NOT_SERVING, ignores later changes, and ends

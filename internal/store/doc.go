@@ -18,7 +18,10 @@
 // run its own operations, writes included, before the Fallback returns to
 // it, and a primary that flaps must pass every probe for a growing
 // hold-down. Calls marked fail-closed (or every call, with
-// [WithFailClosed]) get [ErrUnavailable] instead of local state.
+// [WithFailClosed]) get [ErrUnavailable] instead of local state. A healthy
+// Fallback also pings the shared store on a ticker ([WithHealthInterval]),
+// so that it degrades without traffic; one made [WithStartWait] serves no
+// call at all, from either store, before its first verification ends.
 //
 // # Time
 //

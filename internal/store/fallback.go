@@ -32,6 +32,9 @@ const (
 	// DefaultMaxHoldDown bounds how long a flapping primary must pass every
 	// probe before the Fallback returns to it.
 	DefaultMaxHoldDown = 30 * time.Second
+	// DefaultHealthInterval is how often a healthy Fallback checks that its
+	// primary answers, whether calls flow or not.
+	DefaultHealthInterval = 500 * time.Millisecond
 	// maxDetail bounds Health.Detail, in bytes.
 	maxDetail = 300
 )
@@ -124,10 +127,15 @@ func CauseOf(err error) Cause {
 
 // Health is a Fallback's state.
 type Health struct {
+	// Starting is true while a Fallback made [WithStartWait] waits for the
+	// first verification of its primary: calls wait, and none is served
+	// from local state. Degraded is false meanwhile.
+	Starting bool
 	// Degraded is true while calls are served from local state (or fail,
 	// when fail-closed).
 	Degraded bool
-	// Cause names why, while Degraded; CauseNone otherwise.
+	// Cause names why, while Degraded; while Starting, why the last check
+	// failed (CauseNone before one failed); CauseNone otherwise.
 	Cause Cause
 	// Detail is the error that caused it (at most 300 bytes), for the log
 	// and health detail; empty while healthy. Errors never hold secrets.
@@ -164,6 +172,8 @@ type fallbackOptions struct {
 	probeMin, probeMax time.Duration
 	stableAfter        time.Duration
 	maxHold            time.Duration
+	healthEvery        time.Duration // <= 0: no health check
+	startWait          time.Duration // <= 0: start healthy
 }
 
 // WithFailClosed makes the Fallback return an error wrapping
@@ -227,6 +237,39 @@ func WithFlapDamping(stableAfter, maxHold time.Duration) FallbackOption {
 	}
 }
 
+// WithHealthInterval makes a healthy Fallback check its primary every d,
+// whether calls flow or not, so that an idle replica notices an outage: a
+// Ping on a [Pinger] (bounded by the primary timeout), else the check the
+// recovery probe makes. A failed check is repeated at once, and a second
+// failure in a row degrades the Fallback as a failed call does (recovery
+// then needs the probe, flap damping included). The check does not run
+// while the Fallback is degraded (the probe runs then) or starting. Zero
+// keeps [DefaultHealthInterval]; a negative d turns the check off.
+func WithHealthInterval(d time.Duration) FallbackOption {
+	return func(o *fallbackOptions) {
+		if d != 0 {
+			o.healthEvery = d
+		}
+	}
+}
+
+// WithStartWait makes the Fallback start unverified ([Health].Starting):
+// from NewFallback on, it checks its primary as the recovery probe does
+// (Verify on a [Verifier]), again with the probe's backoff while the check
+// fails, for at most d. Until a check passes, every call waits for it
+// (within its ctx: a call whose ctx ends first fails with an error
+// wrapping [ErrUnavailable]; none is served from local state). When a
+// check passes, the Fallback is healthy and calls go to the primary. When
+// d passes first, or a check fails with a cause that waiting does not fix
+// (anything but CauseUnreachable, CauseClusterDown, CauseLoading and
+// CauseMasterDown), the Fallback degrades with that cause as after a
+// failed call: calls are served from local state (or fail, fail-closed)
+// and the probe takes over. Zero or negative: the Fallback starts healthy
+// (the default).
+func WithStartWait(d time.Duration) FallbackOption {
+	return func(o *fallbackOptions) { o.startWait = d }
+}
+
 // Fallback is a Store that uses a primary (shared, Redis) store while it
 // answers and a local (memory) store while it does not.
 //
@@ -245,6 +288,9 @@ func WithFlapDamping(stableAfter, maxHold time.Duration) FallbackOption {
 // caller's own ctx (cancelled, or a deadline shorter than the primary
 // timeout) is returned as is; the primary is then probed in the
 // background, and the Fallback degrades only if that probe fails too.
+// Without calls, the health check of [WithHealthInterval] notices an
+// outage; with [WithStartWait], no call is served before the first
+// verification ends.
 //
 // Tickets record which backend issued them, and Complete goes to that
 // backend. Completing a primary ticket while degraded applies the
@@ -267,7 +313,9 @@ type Fallback struct {
 	opts           fallbackOptions
 
 	degraded atomic.Bool
-	checking atomic.Bool // a check started by a caller's early exit runs
+	checking atomic.Bool   // a check started by a caller's early exit runs
+	starting atomic.Bool   // the first verification has not ended (WithStartWait)
+	started  chan struct{} // closed when it ends
 
 	mu          sync.Mutex // guards the fields below and state changes
 	closed      bool
@@ -286,24 +334,45 @@ type Fallback struct {
 var _ Store = (*Fallback)(nil)
 
 // NewFallback returns a Fallback over primary and local, healthy until a
-// primary call (or [Fallback.Verify]) fails. The Fallback owns both
-// stores: Close closes them.
+// primary call (or [Fallback.Verify], or the health check of
+// [WithHealthInterval]) fails, or starting ([WithStartWait]). It starts
+// the health check (and the first verification) in the background. The
+// Fallback owns both stores: Close stops what it started and closes them.
 func NewFallback(primary, local Store, opts ...FallbackOption) *Fallback {
 	o := fallbackOptions{
 		timeout: DefaultPrimaryTimeout, verifyTimeout: DefaultVerifyTimeout,
 		probeMin: DefaultProbeMin, probeMax: DefaultProbeMax,
 		stableAfter: DefaultStableAfter, maxHold: DefaultMaxHoldDown,
+		healthEvery: DefaultHealthInterval,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	o.probeMax = max(o.probeMax, o.probeMin)
 	life, kill := context.WithCancel(context.Background())
-	return &Fallback{
+	f := &Fallback{
 		primary: primary, local: local, opts: o, life: life, kill: kill,
-		health: Health{Since: time.Now()},
+		health: Health{Since: time.Now()}, started: make(chan struct{}),
 	}
+	if o.startWait > 0 {
+		f.starting.Store(true)
+		f.health.Starting = true
+		f.wg.Add(1)
+		go f.start(o.startWait)
+	} else {
+		close(f.started)
+	}
+	if o.healthEvery > 0 {
+		f.wg.Add(1)
+		go f.watchPrimary(o.healthEvery)
+	}
+	return f
 }
+
+// Started returns a channel closed when the Fallback stops starting (at
+// once without [WithStartWait]): its first verification passed, or it
+// degraded.
+func (f *Fallback) Started() <-chan struct{} { return f.started }
 
 // Primary returns the store f serves from while it is healthy.
 func (f *Fallback) Primary() Store { return f.primary }
@@ -342,8 +411,10 @@ func (f *Fallback) OnHealthChange(fn func(Health)) {
 // [Verifier], else a ping), bounded by ctx and the verify timeout. When
 // the check fails the Fallback degrades with the error's cause (if it was
 // not degraded already) and probes for recovery, and the error is
-// returned. A broker calls it at start, so that a misconfigured shared
-// store is named at once rather than at the first call.
+// returned; while starting ([WithStartWait]) a failure ends the start,
+// degraded. A Fallback made without a start wait is verified this way at
+// start, so that a misconfigured shared store is named at once rather than
+// at the first call; one made with it verifies itself.
 func (f *Fallback) Verify(ctx context.Context) error {
 	err := f.check1(ctx)
 	if err == nil || errors.Is(err, ErrClosed) {
@@ -448,6 +519,11 @@ func call[R any](f *Fallback, ctx context.Context, op string, failClosed bool,
 ) (R, error) {
 	var zero R
 	var cause error
+	if f.starting.Load() {
+		if err := f.awaitStart(ctx, op); err != nil {
+			return zero, err
+		}
+	}
 	if !f.degraded.Load() {
 		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
 		r, err := primary(pctx)
@@ -467,6 +543,18 @@ func call[R any](f *Fallback, ctx context.Context, op string, failClosed bool,
 		return r, fmt.Errorf("store: %s (local): %w", op, err)
 	}
 	return r, nil
+}
+
+// awaitStart waits until the Fallback stops starting, within ctx.
+func (f *Fallback) awaitStart(ctx context.Context, op string) error {
+	select {
+	case <-f.started:
+		return nil
+	case <-f.life.Done():
+		return fmt.Errorf("store: %s: %w", op, ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("store: %s: %w (the shared store is not verified yet: the broker is starting): %w", op, ErrUnavailable, ctx.Err())
+	}
 }
 
 // InFlight implements InFlightCounter from the backend in use (the primary
@@ -584,12 +672,18 @@ func (f *Fallback) mirrorObs(ctx context.Context, gate GateKey, until time.Time,
 // it comes soon after a recovery, starts the probe, and notifies; while
 // already degraded it only records a change of cause.
 func (f *Fallback) degrade(err error) {
-	cause, detail := CauseOf(err), errDetail(err)
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
 		return
 	}
+	f.degradeLocked(err)
+}
+
+// degradeLocked is degrade, called with f.mu held; it releases it. While
+// starting it ends the start, degraded.
+func (f *Fallback) degradeLocked(err error) {
+	cause, detail := CauseOf(err), errDetail(err)
 	now := time.Now()
 	was := f.health
 	if was.Degraded {
@@ -609,9 +703,115 @@ func (f *Fallback) degrade(err error) {
 	}
 	f.health = Health{Degraded: true, Cause: cause, Detail: detail, Since: now}
 	f.degraded.Store(true)
+	f.endStartLocked()
 	f.wg.Add(1)
 	go f.probe(f.holdDown())
 	f.notify(true)
+}
+
+// endStartLocked ends the start (once), with f.mu held: calls waiting for
+// it go on, to the backend f.degraded names.
+func (f *Fallback) endStartLocked() {
+	if f.starting.Swap(false) {
+		close(f.started)
+	}
+}
+
+// start runs the first verification (see WithStartWait) until it passes,
+// fails with a cause that waiting does not fix, wait passes, or the
+// Fallback closes.
+func (f *Fallback) start(wait time.Duration) {
+	defer f.wg.Done()
+	deadline := time.Now().Add(wait)
+	backoff := f.opts.probeMin
+	for {
+		ctx, cancel := context.WithDeadline(f.life, deadline)
+		err := f.check1(ctx)
+		cancel()
+		if f.life.Err() != nil {
+			return
+		}
+		left := time.Until(deadline)
+		f.mu.Lock()
+		if f.closed || !f.starting.Load() {
+			f.mu.Unlock()
+			return
+		}
+		switch {
+		case err == nil:
+			f.endStartLocked()
+			f.health = Health{Since: time.Now()}
+			f.notify(false)
+			return
+		case left <= 0 || !passing(CauseOf(err)):
+			f.degradeLocked(err)
+			return
+		}
+		cause, detail := CauseOf(err), errDetail(err)
+		changed := f.health.Cause != cause
+		f.health.Cause, f.health.Detail = cause, detail
+		if changed {
+			f.notify(false)
+		} else {
+			f.mu.Unlock()
+		}
+		timer := time.NewTimer(min(backoff, left))
+		select {
+		case <-f.life.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, f.opts.probeMax)
+	}
+}
+
+// passing reports whether a failure of cause c may pass by itself soon
+// (the server starting, a failover), so that a start is worth waiting for.
+func passing(c Cause) bool {
+	switch c {
+	case CauseUnreachable, CauseClusterDown, CauseLoading, CauseMasterDown:
+		return true
+	}
+	return false
+}
+
+// watchPrimary checks the healthy primary every interval until the
+// Fallback closes (see WithHealthInterval).
+func (f *Fallback) watchPrimary(every time.Duration) {
+	defer f.wg.Done()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.life.Done():
+			return
+		case <-tick.C:
+		}
+		if f.degraded.Load() || f.starting.Load() {
+			continue
+		}
+		if f.ping(f.life) == nil {
+			continue
+		}
+		err := f.ping(f.life) // once more: one slow answer is no outage
+		if err == nil || errors.Is(err, ErrClosed) || f.life.Err() != nil || f.degraded.Load() {
+			continue
+		}
+		f.degrade(err)
+	}
+}
+
+// ping checks that the primary answers: Ping on a Pinger, bounded by the
+// primary timeout, else check1.
+func (f *Fallback) ping(ctx context.Context) error {
+	p, ok := f.primary.(Pinger)
+	if !ok {
+		return f.check1(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
+	defer cancel()
+	return p.Ping(ctx)
 }
 
 // recover returns the Fallback to the primary and notifies.

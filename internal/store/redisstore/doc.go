@@ -68,7 +68,7 @@
 //	rb:v1:{t:<tenant>}:p:<host>                 pacing: GCRA theoretical arrival time, Unix µs (string)
 //	rb:v1:{t:<tenant>}:b                        retry budget: HASH of one-second buckets
 //	rb:v1:{t:<tenant>}:i                        gate index: ZSET <scope>:<credential> -> frees at, Unix µs
-//	rb:v1:{t:%00verify-<n>}:<kind>:…            verification keys (see Verify): the same kinds, under a tenant id no configuration can hold
+//	rb:v1:{t:%00verify-<run>-<n>}:<kind>:…      verification keys (see Verify): the same kinds, under tenant ids no configuration can hold, new for each run of each replica
 //
 // Components are percent-escaped: every byte outside [A-Za-z0-9._~-] is
 // written as %XX, so no component contains ":", "{", "}" or "%" and no two

@@ -27,8 +27,9 @@ const maxTagSearch = 1 << 16
 
 // Verify proves that the store's own operations work on what it is
 // connected to: through the store's own methods (so the exact scripts and
-// arguments the broker uses), on reserved gates of a reserved tenant (a
-// tenant id no configuration can hold, "\x00verify-N"; keys expiring
+// arguments the broker uses), on reserved gates of reserved tenants of its
+// own (tenant ids no configuration can hold, "\x00verify-RUN-N", where RUN
+// is new for each run and holds the store's random id; keys expiring
 // within seconds), it records a known quota and spends a retry (Complete),
 // admits and registers an attempt with pacing and a budget (Admit), reads
 // the gate closed by that attempt (GateState) and completes it (Complete),
@@ -42,12 +43,15 @@ const maxTagSearch = 1 << 16
 // its MOVED replies. The error, an *Error, names the cause:
 // store.CauseMoved, CauseNoPerm, CauseWrongPass, CauseOOM,
 // CauseReadOnly, ... (see Classify), or store.CauseUnexpected for wrong
-// results. It is safe to run from several replicas at once.
+// results. Runs never share a key, so any number of them (replicas that
+// start together, a probe and a check of one replica) may run at once,
+// one right after another.
 func (s *Store) Verify(ctx context.Context) error {
 	if s.closed.Load() {
 		return s.wrap("verify", redis.ErrClosed)
 	}
-	tenants, err := s.verifyTenants(ctx)
+	run := s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 36)
+	tenants, err := s.verifyTenants(ctx, run)
 	if err != nil {
 		return s.wrap("verify", err)
 	}
@@ -61,22 +65,25 @@ func (s *Store) Verify(ctx context.Context) error {
 	}
 	now := time.Now()
 	for n := 1; n <= movedProbes; n++ {
-		if _, err := s.GateState(ctx, store.GateKey{Tenant: verifyTenant(n), Scope: "verify"}, now); err != nil {
+		if _, err := s.GateState(ctx, store.GateKey{Tenant: verifyTenant(run, n), Scope: "verify"}, now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// verifyTenant is the reserved tenant id of verification n.
-func verifyTenant(n int) string { return "\x00verify-" + strconv.Itoa(n) }
+// verifyTenant is the reserved tenant id n of verification run. The
+// tenant id is the keys' hash tag, so each n of a run lands on a slot of
+// its own choosing.
+func verifyTenant(run string, n int) string { return "\x00verify-" + run + "-" + strconv.Itoa(n) }
 
-// verifyTenants returns the tenants to verify on: verifyTenant(0) without
-// a cluster; on a cluster, one tenant whose keys live on each master.
-func (s *Store) verifyTenants(ctx context.Context) ([]string, error) {
+// verifyTenants returns the tenants run verifies on: verifyTenant(run, 0)
+// without a cluster; on a cluster, one tenant whose keys live on each
+// master.
+func (s *Store) verifyTenants(ctx context.Context, run string) ([]string, error) {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
-		return []string{verifyTenant(0)}, nil
+		return []string{verifyTenant(run, 0)}, nil
 	}
 	var mu sync.Mutex
 	masters := map[string]bool{}
@@ -90,7 +97,7 @@ func (s *Store) verifyTenants(ctx context.Context) ([]string, error) {
 	}
 	var tenants []string
 	for n := 0; len(masters) > 0 && n < maxTagSearch; n++ {
-		t := verifyTenant(n)
+		t := verifyTenant(run, n)
 		m, err := cc.MasterForKey(ctx, s.keys.gate(store.GateKey{Tenant: t, Scope: "verify"}))
 		if err != nil {
 			return nil, err
