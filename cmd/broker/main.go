@@ -36,6 +36,7 @@ import (
 	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/telemetry"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -58,6 +59,7 @@ type options struct {
 	// connection pools (0: egress defaults).
 	upstreamMaxIdle, upstreamMaxIdlePerHost int
 	metricsListen                           string
+	maxGatesPerTenant                       int
 	redis                                   *redisOptions
 	configFile                              string
 	tlsCert                                 string
@@ -81,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
+	fs.IntVar(&o.maxGatesPerTenant, "max-gates-per-tenant", memstore.DefaultMaxGatesPerTenant, "gates (per-host or per-provider state) one tenant may hold in the store; closed gates are never evicted, new ones go untracked when all are closed")
 	fs.IntVar(&o.upstreamMaxIdle, "upstream-max-idle-conns", egress.DefaultMaxIdleConns, "idle upstream connections kept per connection pool, across hosts")
 	fs.IntVar(&o.upstreamMaxIdlePerHost, "upstream-max-idle-conns-per-host", egress.DefaultMaxIdleConnsPerHost, "idle upstream connections kept per host in each pool; raise it for many concurrent calls to few hosts")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -175,7 +178,12 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	st, storeMode, err := openStore(ctx, o.redis, logger)
+	bound := gateBound{maxGates: o.maxGatesPerTenant}
+	if err := bound.check(); err != nil {
+		return err
+	}
+	bound.untracked = newUntrackedGates(mets.Registerer(), logger).note
+	st, storeMode, err := openStore(ctx, o.redis, logger, bound)
 	if err != nil {
 		return err
 	}
@@ -334,8 +342,8 @@ const StoreHealthService = "retrybroker.v1.SharedState"
 // openStore returns the memory store, or with a Redis topology a Redis
 // store that falls back to local state during outages (see redis.go). A
 // Redis that is down at start does not stop the broker.
-func openStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (store.Store, string, error) {
-	s, err := openRedisStore(ctx, o, logger)
+func openStore(ctx context.Context, o *redisOptions, logger *slog.Logger, bound gateBound) (store.Store, string, error) {
+	s, err := openRedisStore(ctx, o, logger, bound)
 	return s.store, s.describe, err
 }
 

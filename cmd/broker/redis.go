@@ -290,13 +290,13 @@ func (o *redisOptions) tlsConfig(rediss bool) (*tls.Config, error) {
 // Redis store on it behind a Fallback to local state. Only an invalid
 // configuration is an error: a Redis that is down or misconfigured does
 // not stop the broker (startSharedState names the problem).
-func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (sharedStore, error) {
+func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger, bound gateBound) (sharedStore, error) {
 	cfg, warnings, err := o.redisConfig()
 	if err != nil {
 		return sharedStore{}, err
 	}
 	if cfg.URL == "" && len(cfg.ClusterAddrs) == 0 && cfg.SentinelMaster == "" {
-		return sharedStore{store: memstore.New(), describe: "memory"}, nil
+		return sharedStore{store: memstore.New(bound.memory()...), describe: "memory"}, nil
 	}
 	for _, w := range warnings {
 		logger.Warn(w)
@@ -306,11 +306,11 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (
 		return sharedStore{}, err
 	}
 	redis.SetLogger(redisLogger{logger})
-	rs, err := redisstore.Open(ctx, cfg, redisstore.WithLocalAdmission(local))
+	rs, err := redisstore.Open(ctx, cfg, append(bound.redis(), redisstore.WithLocalAdmission(local))...)
 	if err != nil {
 		return sharedStore{}, fmt.Errorf("shared store: %w", err)
 	}
-	return sharedStore{store: store.NewFallback(rs, memstore.New()), describe: describeRedis(cfg)}, nil
+	return sharedStore{store: store.NewFallback(rs, memstore.New(bound.memory()...)), describe: describeRedis(cfg)}, nil
 }
 
 // localAdmissionTTL is --redis-local-admission: redisstore's default when
