@@ -115,8 +115,10 @@
 // ([WithMaxGatesPerTenant], default 10,000), the same script removes the
 // members whose score passed (their keys expired before it), then evicts,
 // lowest-scored first, 1/16 of the bound among the gates that hold no
-// promise (its g key's time passed and its breaker is not open: one GET
-// and one HMGET per member looked at), deleting their g, f, q and s keys.
+// promise (its g key's time passed and its breaker is not open; members
+// are read 500 at a time, with one MGET of their g keys and one HMGET of
+// the breaker of each that no g key closes), deleting their g, f, q and s
+// keys.
 // A gate that holds a promise is never evicted. When fewer than the batch
 // hold none, the script evicts those and writes the tenant's full key
 // ("<prefix>{t:<tenant>}:full": the time, Unix µs, until when enough

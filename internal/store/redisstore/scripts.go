@@ -355,17 +355,28 @@ const luaIndex = `
 -- script (the tenant is full of promises): the script's answer says so.
 local index_state = {untracked = 0}
 
--- index_promise returns until when the gate member holds a promise to a
--- provider at now, in µs (0 = none): its closed-until time (a hint, or a
--- quota reported exhausted) or its open breaker. The rest of a gate's
--- state is soft (see memstore's promiseUntil).
-local function index_promise(base, m, now)
-  local p = tonumber(redis.call('GET', base .. 'g:' .. m) or '') or 0
-  if p <= now then p = 0 end
-  local b = redis.call('HMGET', base .. 's:' .. m, 'bo', 'bx')
-  local bo, bx = tonumber(b[1] or '') or 0, tonumber(b[2] or '') or 0
-  if bo > now and bx > now and bo > p then p = bo end
-  return p
+-- index_promises returns, for the gates members[1..] (names after the
+-- kind), until when each holds a promise to a provider at now, in µs (0 =
+-- none): its closed-until time (a hint, or a quota reported exhausted) or
+-- its open breaker. The rest of a gate's state is soft (see memstore's
+-- promiseUntil). The g keys are read with one MGET; only the gates they do
+-- not close have their breaker read.
+local function index_promises(base, members, now)
+  local names = {}
+  for k, m in ipairs(members) do names[k] = base .. 'g:' .. m end
+  local gs = redis.call('MGET', unpack(names))
+  local out = {}
+  for k, m in ipairs(members) do
+    local p = tonumber(gs[k] or '') or 0
+    if p <= now then
+      p = 0
+      local b = redis.call('HMGET', base .. 's:' .. m, 'bo', 'bx')
+      local bo, bx = tonumber(b[1] or '') or 0, tonumber(b[2] or '') or 0
+      if bo > now and bx > now then p = bo end
+    end
+    out[k] = p
+  end
+  return out
 end
 
 -- index_trim makes room in a full index and reports whether there is room:
@@ -376,7 +387,8 @@ end
 -- without one are fewer than that, it evicts them all and writes the
 -- tenant's full key: until when enough promises end to make the whole
 -- batch (promises end only as time passes), new gates are refused at the
--- cost of one GET.
+-- cost of one GET. Members are read 500 at a time, in score order, until
+-- the batch is found.
 local function index_trim(idx, now, max_gates, margin)
   local base = string.sub(idx, 1, -2)
   local full = base .. 'full'
@@ -386,17 +398,24 @@ local function index_trim(idx, now, max_gates, margin)
     redis.call('DEL', full)
   end
   redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now))
-  local drop = redis.call('ZCARD', idx) - (max_gates - math.max(math.floor(max_gates / 16), 1))
+  local n = redis.call('ZCARD', idx)
+  local drop = n - (max_gates - math.max(math.floor(max_gates / 16), 1))
   if drop <= 0 then return true end
   local victims, promised = {}, {}
-  for _, m in ipairs(redis.call('ZRANGE', idx, 0, -1)) do
-    if #victims >= drop then break end
-    local p = index_promise(base, m, now)
-    if p > 0 then
-      promised[#promised + 1] = p
-    else
-      victims[#victims + 1] = m
+  local from = 0
+  while from < n and #victims < drop do
+    local members = redis.call('ZRANGE', idx, from, from + 499)
+    if #members == 0 then break end
+    local ps = index_promises(base, members, now)
+    for k, m in ipairs(members) do
+      if #victims >= drop then break end
+      if ps[k] > 0 then
+        promised[#promised + 1] = ps[k]
+      else
+        victims[#victims + 1] = m
+      end
     end
+    from = from + #members
   end
   for _, m in ipairs(victims) do
     redis.call('DEL', base .. 'g:' .. m, base .. 'f:' .. m, base .. 'q:' .. m, base .. 's:' .. m)
@@ -405,8 +424,8 @@ local function index_trim(idx, now, max_gates, margin)
     redis.call('ZREM', idx, unpack(victims, i, math.min(i + 999, #victims)))
   end
   local short = drop - #victims
-  if short > 0 then
-    -- The loop saw every member: #promised = members - #victims >= short.
+  if short > 0 and #promised >= short then
+    -- Every member was read: #promised = n - #victims >= short.
     table.sort(promised)
     local t = promised[short]
     redis.call('SET', full, fmt(t), 'PX', fmt(math.ceil((t - now) / 1000) + margin))
