@@ -180,3 +180,28 @@ func TestUntrackedIsReported(t *testing.T) {
 		t.Fatalf("at T0+2.5min: %d untracked of 3, %d gates; want 1 and 32", len(untracked), s.Gates("acme"))
 	}
 }
+
+// BenchmarkObserveDistinctSoftGates is BenchmarkObserveDistinctGates with
+// soft gates (a known quota with calls left, no close): past the bound
+// every new gate needs room, made by evicting 1/16 of the bound at a time.
+func BenchmarkObserveDistinctSoftGates(b *testing.B) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		now := storetest.T0.Add(time.Duration(i) * time.Microsecond)
+		if _, err := s.Observe(ctx, store.ObserveRequest{
+			Gate: store.GateKey{Tenant: "acme", Scope: "h" + strconv.Itoa(i) + ".example"},
+			Obs:  store.Observation{HasQuota: true, Remaining: 100, Reset: now.Add(10 * time.Minute)},
+			Now:  now,
+		}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if n := s.Gates("acme"); n > memstore.DefaultMaxGatesPerTenant {
+		b.Fatalf("tenant holds %d gates", n)
+	}
+}
