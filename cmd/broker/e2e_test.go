@@ -123,6 +123,7 @@ func (p *brokerProc) waitHealth(t *testing.T, service string, want healthpb.Heal
 		last = fmt.Sprintf("%v %v", r.GetStatus(), err)
 		select {
 		case err := <-p.done:
+			p.done <- err // for the cleanup, which waits for it
 			t.Fatalf("broker exited: %v\n%s", err, p.logs.String())
 		case <-time.After(50 * time.Millisecond):
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/telemetry"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -58,6 +59,8 @@ type options struct {
 	// connection pools (0: egress defaults).
 	upstreamMaxIdle, upstreamMaxIdlePerHost int
 	metricsListen                           string
+	maxGatesPerTenant                       int
+	adminTokenFile                          string
 	redis                                   *redisOptions
 	configFile                              string
 	tlsCert                                 string
@@ -80,7 +83,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for verifying client certificates (mTLS identities)")
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the admin view at /admin/ (loopback peers only, unless --admin-token-file); empty disables")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the SHA-256 (64 hex digits) of the admin token: /admin/ on the metrics listener then needs \"Authorization: Bearer TOKEN\" from every peer; without it, /admin/ answers loopback peers only")
+	fs.IntVar(&o.maxGatesPerTenant, "max-gates-per-tenant", memstore.DefaultMaxGatesPerTenant, "gates (per-host or per-provider state) one tenant may hold in the store; closed gates are never evicted, new ones go untracked when all are closed")
 	fs.IntVar(&o.upstreamMaxIdle, "upstream-max-idle-conns", egress.DefaultMaxIdleConns, "idle upstream connections kept per connection pool, across hosts")
 	fs.IntVar(&o.upstreamMaxIdlePerHost, "upstream-max-idle-conns-per-host", egress.DefaultMaxIdleConnsPerHost, "idle upstream connections kept per host in each pool; raise it for many concurrent calls to few hosts")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -145,6 +150,13 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if o.tlsClientCA != "" && o.tlsCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
 	}
+	adminTok, err := loadAdminToken(o.adminTokenFile)
+	if err != nil {
+		return err
+	}
+	if adminTok.set && o.metricsListen == "" {
+		return errors.New("--admin-token-file protects the admin view on the metrics listener: give --metrics-listen too")
+	}
 	mets := metrics.New()
 	ids, err := loadIdentities(o, mets, logger)
 	if err != nil {
@@ -175,7 +187,12 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	st, storeMode, err := openStore(ctx, o.redis, logger)
+	bound := gateBound{maxGates: o.maxGatesPerTenant}
+	if err := bound.check(); err != nil {
+		return err
+	}
+	bound.untracked = newUntrackedGates(mets.Registerer(), logger).note
+	st, storeMode, err := openStore(ctx, o.redis, logger, bound)
 	if err != nil {
 		return err
 	}
@@ -208,7 +225,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	gs, hs := server.NewGRPCServer(server.New(svcOpts...), grpcCfg)
 	watchStoreHealth(st, hs, mets, logger)
 	if o.metricsListen != "" {
-		stopMetrics, err := serveMetrics(o.metricsListen, metricsMux(mets.Handler(), st, storeMode), logger)
+		stopMetrics, err := serveMetrics(o.metricsListen, func(addr net.Addr) http.Handler {
+			warnOpenMetrics(logger, addr, adminTok)
+			return metricsMux(mets.Handler(), st, storeMode, adminTok)
+		}, logger)
 		if err != nil {
 			return err
 		}
@@ -334,8 +354,8 @@ const StoreHealthService = "retrybroker.v1.SharedState"
 // openStore returns the memory store, or with a Redis topology a Redis
 // store that falls back to local state during outages (see redis.go). A
 // Redis that is down at start does not stop the broker.
-func openStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (store.Store, string, error) {
-	s, err := openRedisStore(ctx, o, logger)
+func openStore(ctx context.Context, o *redisOptions, logger *slog.Logger, bound gateBound) (store.Store, string, error) {
+	s, err := openRedisStore(ctx, o, logger, bound)
 	return s.store, s.describe, err
 }
 
@@ -372,14 +392,15 @@ func selfGuardOptions(addr net.Addr) ([]egress.GuardOption, error) {
 	return opts, nil
 }
 
-// serveMetrics serves /metrics on its own listener.
-func serveMetrics(addr string, h http.Handler, logger *slog.Logger) (func(), error) {
+// serveMetrics serves /metrics on its own listener, with the handler that
+// handler returns for the address it listens on.
+func serveMetrics(addr string, handler func(net.Addr) http.Handler, logger *slog.Logger) (func(), error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", h)
+	mux.Handle("/", handler(lis.Addr()))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	logger.Info("metrics listening", "addr", lis.Addr().String())

@@ -305,13 +305,13 @@ func (o *redisOptions) tlsConfig(rediss bool) (*tls.Config, error) {
 // Redis store on it behind a Fallback to local state. Only an invalid
 // configuration is an error: a Redis that is down or misconfigured does
 // not stop the broker (startSharedState names the problem).
-func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (sharedStore, error) {
+func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger, bound gateBound) (sharedStore, error) {
 	cfg, warnings, err := o.redisConfig()
 	if err != nil {
 		return sharedStore{}, err
 	}
 	if cfg.URL == "" && len(cfg.ClusterAddrs) == 0 && cfg.SentinelMaster == "" {
-		return sharedStore{store: memstore.New(), describe: "memory"}, nil
+		return sharedStore{store: memstore.New(bound.memory()...), describe: "memory"}, nil
 	}
 	for _, w := range warnings {
 		logger.Warn(w)
@@ -329,11 +329,11 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger) (
 	if err != nil {
 		return sharedStore{}, err
 	}
-	rs, err := redisstore.Open(ctx, cfg, redisstore.WithLocalAdmission(local))
+	rs, err := redisstore.Open(ctx, cfg, append(bound.redis(), redisstore.WithLocalAdmission(local))...)
 	if err != nil {
 		return sharedStore{}, fmt.Errorf("shared store: %w", err)
 	}
-	fb := store.NewFallback(rs, memstore.New(), store.WithHealthInterval(every), store.WithStartWait(wait))
+	fb := store.NewFallback(rs, memstore.New(bound.memory()...), store.WithHealthInterval(every), store.WithStartWait(wait))
 	return sharedStore{store: fb, describe: describeRedis(cfg)}, nil
 }
 
@@ -557,11 +557,11 @@ func sharedStateHandler(st store.Store, describe string) http.Handler {
 
 // metricsMux serves the metrics at /metrics and the shared store's state
 // at SharedStateHealthPath.
-func metricsMux(metricsHandler http.Handler, st store.Store, describe string) http.Handler {
+func metricsMux(metricsHandler http.Handler, st store.Store, describe string, tok adminToken) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
 	mux.Handle(SharedStateHealthPath, sharedStateHandler(st, describe))
-	mux.Handle(AdminGatePath, adminGateHandler(st))
+	mux.Handle(AdminPrefix, adminHandler(st, tok))
 	return mux
 }
 

@@ -24,6 +24,7 @@
 //	    api_key_sha256: ["<64 hex digits>"]            # printf %s "$KEY" | sha256sum
 //	    mtls_identities: ["spiffe://corp/ns/a/sa/x", "CN=team-a"]
 //	    providers: {corp-batch: {extends: corp-api}}  # this tenant's only
+//	    stream: {max_concurrent: 32}                   # streams across its policies, per replica
 //	    policies:
 //	      default: standard                            # share a policy by name
 //	      bulk: {extends: standard, max_retries: 5}    # or define one

@@ -43,6 +43,18 @@ type tenantDoc struct {
 	Providers      *providerDocs `yaml:"providers"`
 	DefaultPolicy  *str          `yaml:"default_policy"`
 	Policies       *policyRefs   `yaml:"policies"`
+	Stream         *tenantStream `yaml:"stream"`
+}
+
+// tenantStream is a tenant's own stream limit, across its policies.
+type tenantStream struct {
+	section
+	MaxConcurrent *intIn[streamsRange] `yaml:"max_concurrent"`
+}
+
+// UnmarshalYAML decodes the tenant's stream mapping.
+func (s *tenantStream) UnmarshalYAML(n *yaml.Node) error {
+	return decodeStruct(n, &s.section, s, wantMapping)
 }
 
 // UnmarshalYAML decodes a tenant mapping; unlike most mappings, a tenant
@@ -135,6 +147,10 @@ func (l *loader) readTenant(td *tenantDoc, path string) {
 	sc := l.tenantScope(td, path)
 	t.Catalog = sc.cat
 	t.Policies = l.tenantPolicies(td, path, sc)
+	if td.Stream != nil {
+		set(&t.StreamMaxConcurrent, td.Stream.MaxConcurrent)
+	}
+	t.StreamMaxConcurrent = t.StreamLimit() // the default, computed once
 	l.checkDefaultPolicy(t, td, path)
 	l.index(t, td, path)
 }

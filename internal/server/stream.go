@@ -27,8 +27,9 @@ var bodyEnds = enumTable(engine.BodyEnds(), func(e engine.BodyEnd) string { retu
 //
 // Before the head, errors are the statuses Execute returns (a refused
 // destination PERMISSION_DENIED, pacing RESOURCE_EXHAUSTED, ...); one more
-// stream than the policy's stream.max_concurrent for the tenant is
-// RESOURCE_EXHAUSTED. After the head, how the body ended is in end, never a
+// stream than the policy's stream.max_concurrent for the tenant, or than
+// the tenant's own limit across its policies (tenant.Tenant.StreamLimit),
+// is RESOURCE_EXHAUSTED. Both limits are per broker replica. After the head, how the body ended is in end, never a
 // status. Canceling the RPC cancels the upstream request and closes its
 // connection.
 func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]) error {
@@ -37,11 +38,19 @@ func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStre
 	if err != nil {
 		return err
 	}
-	limit := call.Policy.Stream.MaxConcurrent
-	release, ok := s.streams.acquire(streamKey{tenant: call.Tenant, policy: call.Policy.Name}, limit)
-	if !ok {
+	t, err := s.tenantFrom(ctx)
+	if err != nil {
+		return err
+	}
+	limit, tenantLimit := call.Policy.Stream.MaxConcurrent, t.StreamLimit()
+	release, full := s.streams.acquire(call.Tenant, call.Policy.Name, limit, tenantLimit)
+	switch full {
+	case slotsPolicyFull:
 		return status.Errorf(codes.ResourceExhausted,
-			"the tenant already has %d ExecuteStream calls open under policy %q (its stream.max_concurrent); try again when one ends", limit, call.Policy.Name)
+			"the tenant already has %d ExecuteStream calls open under policy %q on this broker (its stream.max_concurrent); try again when one ends", limit, call.Policy.Name)
+	case slotsTenantFull:
+		return status.Errorf(codes.ResourceExhausted,
+			"the tenant already has %d ExecuteStream calls open across its policies on this broker (tenants[].stream.max_concurrent); try again when one ends", tenantLimit)
 	}
 	defer release()
 	sink := &grpcSink{stream: stream, provider: provider, msg: &rbv1.ExecuteStreamResponse{}}
@@ -116,36 +125,58 @@ func trailersOnly(h http.Header) http.Header {
 	return out
 }
 
-// streamKey names one tenant's streams under one policy.
-type streamKey struct{ tenant, policy string }
+// streamKey names one tenant's streams under one policy, or (policy "",
+// whole) across all its policies.
+type streamKey struct {
+	tenant, policy string
+	whole          bool
+}
 
-// streamSlots counts the open ExecuteStream calls per tenant and policy.
-// The zero value is ready; it is safe for concurrent use.
+// streamSlots counts the open ExecuteStream calls per tenant and policy,
+// and per tenant. The zero value is ready; it is safe for concurrent use.
 type streamSlots struct {
 	mu   sync.Mutex
 	open map[streamKey]int
 }
 
-// acquire takes a slot of k when fewer than limit are open, and returns the
-// function that gives it back (call it once).
-func (t *streamSlots) acquire(k streamKey, limit int) (release func(), ok bool) {
+// slotsFull says which limit refused a slot.
+type slotsFull int
+
+const (
+	slotsOK         slotsFull = iota
+	slotsPolicyFull           // the policy's stream.max_concurrent
+	slotsTenantFull           // the tenant's, across its policies
+)
+
+// acquire takes a slot of tenant's policy when fewer than policyLimit are
+// open under it and fewer than tenantLimit under all the tenant's policies,
+// and returns the function that gives it back (call it once); otherwise it
+// says which limit is reached.
+func (t *streamSlots) acquire(tenant, policy string, policyLimit, tenantLimit int) (release func(), full slotsFull) {
+	pk, tk := streamKey{tenant: tenant, policy: policy}, streamKey{tenant: tenant, whole: true}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.open[k] >= limit {
-		return nil, false
+	switch {
+	case t.open[pk] >= policyLimit:
+		return nil, slotsPolicyFull
+	case t.open[tk] >= tenantLimit:
+		return nil, slotsTenantFull
 	}
 	if t.open == nil {
 		t.open = make(map[streamKey]int)
 	}
-	t.open[k]++
+	t.open[pk]++
+	t.open[tk]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			if t.open[k]--; t.open[k] <= 0 {
-				delete(t.open, k)
+			for _, k := range [2]streamKey{pk, tk} {
+				if t.open[k]--; t.open[k] <= 0 {
+					delete(t.open, k)
+				}
 			}
 		})
-	}, true
+	}, slotsOK
 }

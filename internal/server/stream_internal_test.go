@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -24,33 +25,66 @@ func TestBodyEndTableComplete(t *testing.T) {
 	}
 }
 
-// TestStreamSlots: a slot per (tenant, policy) up to the limit; release
-// gives it back once, however often it is called.
+// TestStreamSlots: a slot per (tenant, policy) up to the policy's limit,
+// and per tenant up to the tenant's; release gives both back once, however
+// often it is called.
 func TestStreamSlots(t *testing.T) {
 	var s streamSlots
-	a := streamKey{tenant: "t1", policy: "default"}
-	r1, ok1 := s.acquire(a, 2)
-	r2, ok2 := s.acquire(a, 2)
-	_, ok3 := s.acquire(a, 2)
-	if !ok1 || !ok2 || ok3 {
-		t.Fatalf("acquire: %v %v %v, want true true false", ok1, ok2, ok3)
+	const many = 100
+	r1, f1 := s.acquire("t1", "default", 2, many)
+	r2, f2 := s.acquire("t1", "default", 2, many)
+	_, f3 := s.acquire("t1", "default", 2, many)
+	if f1 != slotsOK || f2 != slotsOK || f3 != slotsPolicyFull {
+		t.Fatalf("acquire: %v %v %v, want ok ok policy-full", f1, f2, f3)
 	}
-	if _, ok := s.acquire(streamKey{tenant: "t2", policy: "default"}, 2); !ok {
+	if _, f := s.acquire("t2", "default", 2, many); f != slotsOK {
 		t.Fatal("another tenant shares the first tenant's slots")
 	}
-	if _, ok := s.acquire(streamKey{tenant: "t1", policy: "bulk"}, 1); !ok {
+	if _, f := s.acquire("t1", "bulk", 1, many); f != slotsOK {
 		t.Fatal("another policy shares the first policy's slots")
 	}
 	r1()
 	r1() // a second release gives back nothing more
-	if _, ok := s.acquire(a, 2); !ok {
+	if _, f := s.acquire("t1", "default", 2, many); f != slotsOK {
 		t.Fatal("a released slot is not free")
 	}
-	if _, ok := s.acquire(a, 2); ok {
+	if _, f := s.acquire("t1", "default", 2, many); f != slotsPolicyFull {
 		t.Fatal("a double release freed two slots")
 	}
 	r2()
-	if s.open[a] != 1 {
-		t.Fatalf("%d open, want 1", s.open[a])
+	if n := s.open[streamKey{tenant: "t1", policy: "default"}]; n != 1 {
+		t.Fatalf("%d open, want 1", n)
+	}
+}
+
+// TestStreamSlotsTenantLimit (issue 17, defect 9): the tenant's limit holds
+// across its policies; a refused slot takes nothing from either count.
+func TestStreamSlotsTenantLimit(t *testing.T) {
+	var s streamSlots
+	var releases []func()
+	for i := range 8 {
+		r, f := s.acquire("t1", fmt.Sprint("p", i%4), 8, 8)
+		if f != slotsOK {
+			t.Fatalf("stream %d: %v", i+1, f)
+		}
+		releases = append(releases, r)
+	}
+	if _, f := s.acquire("t1", "p0", 8, 8); f != slotsTenantFull {
+		t.Fatalf("9th stream across 4 policies: %v, want tenant-full", f)
+	}
+	if _, f := s.acquire("t2", "p0", 8, 8); f != slotsOK {
+		t.Fatal("another tenant shares the tenant's limit")
+	}
+	releases[0]()
+	r, f := s.acquire("t1", "p3", 8, 8)
+	if f != slotsOK {
+		t.Fatalf("after a release: %v", f)
+	}
+	r()
+	for _, r := range releases[1:] {
+		r()
+	}
+	if n := s.open[streamKey{tenant: "t1", whole: true}]; n != 0 {
+		t.Fatalf("%d open for t1 after every release, want 0", n)
 	}
 }

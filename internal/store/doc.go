@@ -218,14 +218,22 @@
 //
 // The number of gates per tenant is bounded (a store option, default
 // 10,000): a gate is all the state of one [GateKey] (closed-until time,
-// known quota and its calls in flight, probe, learned quota, breaker). When
-// a tenant at the bound needs a new gate, its gates that hold nothing live
-// any more are forgotten first, then those that free soonest (whose state
-// expires first) are evicted, 1/16 of the bound at a time so that the cost
-// of choosing them is amortized over as many new gates. Each store keeps a
-// per-tenant index for this, so eviction never looks at, or takes from,
-// another tenant. Evicting a gate forgets it: calls in flight on it count
-// no more, and a closed evicted gate reopens early; the ones chosen are those
-// that would have forgotten the most soon anyway. Reading a gate
-// (GateState) creates none.
+// known quota and its calls in flight, probe, learned quota, breaker). A
+// gate holds a promise to a provider while it is closed (a hint, or a
+// quota reported exhausted) or its breaker is open; the rest of its state
+// is soft (a learned quota, breaker counts, a half-open breaker, a known
+// quota with calls left, calls in flight, the probe slot). When a tenant at
+// the bound needs a new gate, its gates that hold nothing live any more
+// are forgotten first, then, among those that hold no promise, those that
+// free soonest (whose state expires first) are evicted, 1/16 of the bound
+// at a time so that the cost of choosing them is amortized over as many
+// new gates. A bound never evicts a promise: when every gate of the tenant
+// holds one, the new gate is not tracked (the call proceeds as on an open
+// gate, the store keeps none of it, and the store's untracked option hears
+// of it), and new gates stay refused, at the cost of one look-up, until
+// enough promises have ended (as time passes) to make a whole batch. Each
+// store keeps a per-tenant index for this, so eviction never looks at, or
+// takes from, another tenant. Evicting a soft gate forgets it: its calls
+// in flight count no more and its learned quota is learned again. Reading
+// a gate (GateState) creates none.
 package store

@@ -79,6 +79,27 @@ type Tenant struct {
 	// top, and the tenant's own on top of those. Nil means the built-in
 	// catalog. Another tenant's own providers are never in it.
 	Catalog *providers.Catalog
+	// StreamMaxConcurrent is the most ExecuteStream calls the tenant may
+	// have open at once in one broker replica, across all its policies
+	// (each policy's own stream.max_concurrent holds as well); 0 means the
+	// largest stream.max_concurrent among its policies (see StreamLimit).
+	// Like every limit, it is per replica: N replicas allow N times as many.
+	StreamMaxConcurrent int
+}
+
+// StreamLimit returns the most ExecuteStream calls the tenant may have
+// open at once in one replica, across its policies: StreamMaxConcurrent,
+// or when that is 0 the largest stream.max_concurrent among its policies
+// (at least 1).
+func (t *Tenant) StreamLimit() int {
+	if t.StreamMaxConcurrent > 0 {
+		return t.StreamMaxConcurrent
+	}
+	n := 1
+	for _, p := range t.Policies {
+		n = max(n, p.Stream.MaxConcurrent)
+	}
+	return n
 }
 
 // ProviderCatalog returns Catalog, or the built-in catalog when it is nil.

@@ -141,3 +141,67 @@ func TestBoundPerTenant(t *testing.T) {
 		t.Fatalf("Len = %d after everything expired, want 0", n)
 	}
 }
+
+// TestUntrackedIsReported (issue 17, defect 4): a tenant at the bound with
+// every gate closed keeps them all; each new gate is refused (reported to
+// WithUntracked, in O(1) until the soonest reopening), and the tenant
+// never holds more than the bound.
+func TestUntrackedIsReported(t *testing.T) {
+	var untracked []string
+	s := memstore.New(memstore.WithMaxGatesPerTenant(32), memstore.WithUntracked(func(tenant string) { untracked = append(untracked, tenant) }))
+	defer s.Close()
+	ctx := context.Background()
+	t0 := storetest.T0
+	observe := func(scope string, until, now time.Time) {
+		t.Helper()
+		if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "acme", Scope: scope}, Obs: store.Observation{CloseUntil: until}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 32 {
+		observe(fmt.Sprint(i), t0.Add(time.Duration(i+1)*time.Minute), t0)
+	}
+	for i := range 100 {
+		observe(fmt.Sprint("flood-", i), t0.Add(2*time.Hour), t0)
+	}
+	if len(untracked) != 100 || untracked[0] != "acme" {
+		t.Fatalf("WithUntracked heard %d calls, want 100 (acme)", len(untracked))
+	}
+	if n := s.Gates("acme"); n != 32 {
+		t.Fatalf("tenant holds %d gates, want the bound, 32", n)
+	}
+	// At T0+2.5 min, gates 0 and 1 reopened, with a batch (2) of them the
+	// trim makes room for two gates again.
+	untracked = nil
+	for i := range 3 {
+		observe(fmt.Sprint("later-", i), t0.Add(2*time.Hour), t0.Add(150*time.Second))
+	}
+	if len(untracked) != 1 || s.Gates("acme") != 32 {
+		t.Fatalf("at T0+2.5min: %d untracked of 3, %d gates; want 1 and 32", len(untracked), s.Gates("acme"))
+	}
+}
+
+// BenchmarkObserveDistinctSoftGates is BenchmarkObserveDistinctGates with
+// soft gates (a known quota with calls left, no close): past the bound
+// every new gate needs room, made by evicting 1/16 of the bound at a time.
+func BenchmarkObserveDistinctSoftGates(b *testing.B) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		now := storetest.T0.Add(time.Duration(i) * time.Microsecond)
+		if _, err := s.Observe(ctx, store.ObserveRequest{
+			Gate: store.GateKey{Tenant: "acme", Scope: "h" + strconv.Itoa(i) + ".example"},
+			Obs:  store.Observation{HasQuota: true, Remaining: 100, Reset: now.Add(10 * time.Minute)},
+			Now:  now,
+		}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if n := s.Gates("acme"); n > memstore.DefaultMaxGatesPerTenant {
+		b.Fatalf("tenant holds %d gates", n)
+	}
+}

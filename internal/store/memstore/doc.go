@@ -10,9 +10,11 @@
 // a ticket) only on such a gate, or when the attempt goes as the gate's
 // probe. Gates are kept per tenant, at most [WithMaxGatesPerTenant] per
 // tenant: when a tenant at the bound needs a new gate, one pass over its
-// gates forgets those that hold nothing live and evicts the 1/16 of the
-// bound that free soonest (each gate keeps the time it frees, updated by
-// every operation on it). Expired entries (gates that hold nothing live,
+// gates forgets those that hold nothing live and evicts, among those that
+// hold no promise (a closed gate, an open breaker), the 1/16 of the bound
+// that free soonest (each gate keeps the time it frees, updated by every
+// operation on it); when every gate holds a promise, the new gate is a
+// detached one the store does not keep (see [WithUntracked]). Expired entries (gates that hold nothing live,
 // expired tickets and probes, forgotten learned state and breakers, passed
 // pacing slots, budget buckets out of their window) are swept lazily: at
 // most once per second of request time, an operation sweeps the whole

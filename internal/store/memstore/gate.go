@@ -191,21 +191,45 @@ func (g *gate) prune(now int64) (dead bool) {
 // creations.
 func evictBatch(maxGates int) int { return max(maxGates/16, 1) }
 
+// promiseUntil returns until when g holds a promise to a provider at now,
+// in µs (0 = none): a closed-until time (a hint, or a quota reported
+// exhausted) or an open breaker. The bound never evicts a gate before
+// then. The rest of a gate's state is soft: a learned quota, breaker
+// counts, a half-open breaker, a known quota with calls left, calls in
+// flight and the probe slot; forgetting it costs at most a refusal the
+// provider sends again.
+func (g *gate) promiseUntil(now int64) int64 {
+	p := int64(0)
+	if g.closedUntil > now {
+		p = g.closedUntil
+	}
+	if g.brk != nil && g.brk.expires > now && g.brk.openUntil > p {
+		p = g.brk.openUntil
+	}
+	return p
+}
+
 // lookup returns the gate of key, or nil.
 func (s *Store) lookup(key store.GateKey) *gate {
 	return s.tenants[key.Tenant][gateName{key.Scope, key.Credential}]
 }
 
 // newGate creates the gate of key, which must not exist, making room first
-// when the tenant holds s.maxGates gates. s.mu must be held.
+// when the tenant holds s.maxGates gates. When no room can be made (every
+// gate holds a promise), it returns a detached gate that the store does not
+// keep: the call proceeds untracked, and s.untracked hears of it. s.mu
+// must be held.
 func (s *Store) newGate(key store.GateKey, now int64) *gate {
 	tg := s.tenants[key.Tenant]
 	if tg == nil {
 		tg = make(tenantGates)
 		s.tenants[key.Tenant] = tg
 	}
-	if len(tg) >= s.maxGates {
-		s.trim(tg, now)
+	if len(tg) >= s.maxGates && !s.trim(key.Tenant, tg, now) {
+		if s.untracked != nil {
+			s.untracked(key.Tenant)
+		}
+		return &gate{}
 	}
 	g := &gate{}
 	tg[gateName{key.Scope, key.Credential}] = g
@@ -221,29 +245,56 @@ func (s *Store) gateFor(key store.GateKey, g *gate, now int64) *gate {
 	return s.newGate(key, now)
 }
 
-// trim makes room in a full tenant: it forgets the gates that hold nothing
-// any more, and when that is not enough, evicts the gates that free
-// soonest, a batch at a time, until the tenant is a batch below the bound.
-// It looks only at this tenant's gates. s.mu must be held.
-func (s *Store) trim(tg tenantGates, now int64) {
-	cand := s.scratch[:0]
+// trim makes room in a full tenant and reports whether there is room: it
+// forgets the gates that hold nothing any more, then evicts, among the
+// gates that hold no promise (see promiseUntil), those that free soonest,
+// until the tenant is a batch below the bound. It never evicts a gate that
+// holds a promise. When the gates without one are fewer than the batch, it
+// evicts them all and refuses new gates until enough promises have ended to
+// make a whole batch (s.full): promises end only as time passes, so that
+// time is exact, and a tenant full of promises costs one pass per batch,
+// not one per new gate. It looks only at this tenant's gates. s.mu must be
+// held.
+func (s *Store) trim(tenant string, tg tenantGates, now int64) bool {
+	if until, ok := s.full[tenant]; ok {
+		if now < until {
+			return false
+		}
+		delete(s.full, tenant)
+	}
+	cand, promised := s.scratch[:0], s.promised[:0]
 	for name, g := range tg {
 		if g.freeAt <= now {
 			delete(tg, name)
 			s.gateCount--
 			continue
 		}
+		if p := g.promiseUntil(now); p > now {
+			promised = append(promised, candidate{free: p})
+			continue
+		}
 		cand = append(cand, candidate{free: g.freeAt, name: name})
 	}
 	if drop := len(tg) - (s.maxGates - evictBatch(s.maxGates)); drop > 0 {
-		selectSoonest(cand, drop)
-		for _, c := range cand[:drop] {
+		k := min(drop, len(cand))
+		selectSoonest(cand, k)
+		for _, c := range cand[:k] {
 			delete(tg, c.name)
 			s.gateCount--
 		}
+		if short := drop - k; short > 0 {
+			// len(promised) = len(tg) before the evictions less k >= short.
+			selectSoonest(promised, short)
+			until := int64(0)
+			for _, c := range promised[:short] {
+				until = max(until, c.free)
+			}
+			s.full[tenant] = until
+		}
 	}
 	clear(cand) // drop the references to the names
-	s.scratch = cand[:0]
+	s.scratch, s.promised = cand[:0], promised[:0]
+	return len(tg) < s.maxGates
 }
 
 // candidate is a gate considered for eviction.

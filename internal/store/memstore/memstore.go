@@ -28,6 +28,7 @@ type Option func(*options)
 type options struct {
 	ticketTTL time.Duration
 	maxGates  int
+	untracked func(tenant string)
 }
 
 // WithTicketTTL sets how long an in-flight registration (and a probe) lives
@@ -45,15 +46,27 @@ func WithTicketTTL(d time.Duration) Option {
 // closed-until time, known quota, calls in flight, probe, learned quota,
 // breaker) one tenant may hold; zero or negative keeps
 // [DefaultMaxGatesPerTenant]. When a tenant at the bound needs a new gate,
-// its gates that hold nothing any more are forgotten first, then those
-// that free soonest are evicted, 1/16 of the bound at a time. Other
-// tenants' gates are never touched.
+// its gates that hold nothing any more are forgotten first, then, among
+// those that hold no promise to a provider (a closed gate, an open
+// breaker), those that free soonest are evicted, 1/16 of the bound at a
+// time. A gate that holds a promise is never evicted: when every gate of
+// the tenant holds one, the new gate is not tracked (see [WithUntracked]).
+// Other tenants' gates are never touched.
 func WithMaxGatesPerTenant(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.maxGates = n
 		}
 	}
+}
+
+// WithUntracked sets a function called, with the store's lock held, each
+// time a tenant at the gate bound cannot get a new gate because every gate
+// it holds is a promise (see [WithMaxGatesPerTenant]): the call proceeds
+// untracked. It must return quickly and must not call the store; the
+// broker counts it in a metric and logs it once per tenant.
+func WithUntracked(fn func(tenant string)) Option {
+	return func(o *options) { o.untracked = fn }
 }
 
 // Store is an in-memory store.Store. The zero value is not usable; call New.
@@ -66,8 +79,11 @@ type Store struct {
 	nextID    uint64
 	lastSweep int64 // µs of request time; 0 before the first sweep
 	tenants   map[string]tenantGates
-	gateCount int               // gates in all tenants
-	scratch   []candidate       // reused by trim
+	gateCount int              // gates in all tenants
+	scratch   []candidate      // reused by trim
+	promised  []candidate      // reused by trim
+	full      map[string]int64 // tenant -> until when trim makes no room, µs
+	untracked func(tenant string)
 	pace      map[paceKey]int64 // theoretical arrival time, µs
 	budgets   map[string]*budget
 }
@@ -86,6 +102,8 @@ func New(opts ...Option) *Store {
 		ticketTTL: int64(o.ticketTTL / time.Microsecond),
 		maxGates:  o.maxGates,
 		tenants:   make(map[string]tenantGates),
+		full:      make(map[string]int64),
+		untracked: o.untracked,
 		pace:      make(map[paceKey]int64),
 		budgets:   make(map[string]*budget),
 	}
@@ -348,7 +366,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.tenants, s.pace, s.budgets, s.scratch, s.gateCount = nil, nil, nil, nil, 0
+	s.tenants, s.pace, s.budgets, s.scratch, s.promised, s.full, s.gateCount = nil, nil, nil, nil, nil, nil, 0
 	return nil
 }
 
@@ -502,6 +520,11 @@ func (s *Store) maybeSweep(now int64) {
 		}
 		if len(tg) == 0 {
 			delete(s.tenants, t)
+		}
+	}
+	for t, until := range s.full {
+		if until <= now {
+			delete(s.full, t)
 		}
 	}
 	for k, tat := range s.pace {

@@ -23,10 +23,13 @@ func TestSuite(t *testing.T) {
 }
 
 func TestSuiteBounded(t *testing.T) {
-	storetest.RunBounded(t, func(t *testing.T, maxGates int) store.Store {
-		s := memstore.New(memstore.WithMaxGatesPerTenant(maxGates))
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+	storetest.RunBounded(t, storetest.Bounded{
+		New: func(t *testing.T, maxGates int) store.Store {
+			s := memstore.New(memstore.WithMaxGatesPerTenant(maxGates))
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		Gates: func(_ *testing.T, s store.Store, tenant string) int { return s.(*memstore.Store).Gates(tenant) },
 	})
 }
 

@@ -1,6 +1,9 @@
 package redisstore
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // DefaultMaxGatesPerTenant is the bound on the gates one tenant may hold
 // unless [WithMaxGatesPerTenant] sets another.
@@ -16,14 +19,47 @@ const HeldPoll = 100 * time.Millisecond
 // breaker) one tenant may hold; zero or negative keeps
 // [DefaultMaxGatesPerTenant]. Every replica sharing the Redis should use
 // the same value. When a tenant at the bound needs a new gate, the gates
-// of its index whose time passed are forgotten first, then those that free
-// soonest are evicted (their keys deleted), 1/16 of the bound at a time.
-// Other tenants' gates are never touched. See the package documentation,
-// "Bounds".
+// of its index whose time passed are forgotten first, then, among those
+// that hold no promise to a provider (a closed gate, an open breaker),
+// those that free soonest are evicted (their keys deleted), 1/16 of the
+// bound at a time. A gate that holds a promise is never evicted: when
+// every gate of the tenant holds one, the new gate is not tracked (see
+// [WithUntracked]). Other tenants' gates are never touched. See the
+// package documentation, "Bounds".
 func WithMaxGatesPerTenant(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.maxGates = n
 		}
 	}
+}
+
+// WithUntracked sets a function called each time a tenant at the gate
+// bound could not get a new gate because every gate it holds is a promise
+// (see [WithMaxGatesPerTenant]): the call proceeded untracked. It is
+// called after the script's answer, on the caller's goroutine, and must
+// return quickly; the broker counts it in a metric and logs it once per
+// tenant. Calls admitted locally (see [WithLocalAdmission]) and flushed
+// later are not reported.
+func WithUntracked(fn func(tenant string)) Option {
+	return func(o *options) { o.untracked = fn }
+}
+
+// noteUntracked reports that a new gate of tenant was not tracked.
+func (s *Store) noteUntracked(tenant string) {
+	if s.untracked != nil {
+		s.untracked(tenant)
+	}
+}
+
+// Gates returns the size of tenant's gate index, for tests and metrics: an
+// upper bound on the gates the tenant holds (members whose time passed
+// stay until the next trim), which the gate bound keeps at most
+// [WithMaxGatesPerTenant].
+func (s *Store) Gates(ctx context.Context, tenant string) (int64, error) {
+	n, err := s.client.ZCard(ctx, s.keys.index(tenant)).Result()
+	if err != nil {
+		return 0, s.wrap("gates", err)
+	}
+	return n, nil
 }

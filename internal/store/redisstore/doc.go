@@ -113,8 +113,19 @@
 // call. The index is written only when a gate is created or its state
 // outlives its score. When a new gate would take a tenant over the bound
 // ([WithMaxGatesPerTenant], default 10,000), the same script removes the
-// members whose score passed (their keys expired before it), then evicts
-// the lowest-scored 1/16 of the bound, deleting their g, f, q and s keys.
+// members whose score passed (their keys expired before it), then evicts,
+// lowest-scored first, 1/16 of the bound among the gates that hold no
+// promise (its g key's time passed and its breaker is not open; members
+// are read 500 at a time, with one MGET of their g keys and one HMGET of
+// the breaker of each that no g key closes), deleting their g, f, q and s
+// keys.
+// A gate that holds a promise is never evicted. When fewer than the batch
+// hold none, the script evicts those and writes the tenant's full key
+// ("<prefix>{t:<tenant>}:full": the time, Unix µs, until when enough
+// promises end to make the batch, with a TTL to match); until then a new
+// gate is refused with one GET: the script deletes what it wrote of the
+// new gate, writes no more of it, and its answer says so (admitScript's
+// eighth value, completeScript's fifth), for [WithUntracked].
 // These key names are rebuilt inside the script from the member and the
 // index's own name, so they are not declared in the script's KEYS: they
 // share the index's hash tag, hence its slot, so this is safe on Redis

@@ -20,7 +20,7 @@ import (
 func TestSuiteBounded(t *testing.T) {
 	url := redistest.Start(t)
 	var n atomic.Int64
-	storetest.RunBounded(t, func(t *testing.T, maxGates int) store.Store {
+	storetest.RunBounded(t, storetest.Bounded{New: func(t *testing.T, maxGates int) store.Store {
 		s, err := redisstore.New(context.Background(), url, redisstore.WithRedisOptions(patient),
 			redisstore.WithKeyPrefix(fmt.Sprintf("bounded%d:", n.Add(1))), redisstore.WithMaxGatesPerTenant(maxGates))
 		if err != nil {
@@ -28,12 +28,12 @@ func TestSuiteBounded(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
-	})
+	}, Gates: indexGates})
 }
 
 func TestSuiteBoundedMiniredis(t *testing.T) {
 	mr := miniredis.RunT(t)
-	storetest.RunBounded(t, func(t *testing.T, maxGates int) store.Store {
+	storetest.RunBounded(t, storetest.Bounded{New: func(t *testing.T, maxGates int) store.Store {
 		s, err := redisstore.NewFromClient(redis.NewClient(&redis.Options{Addr: mr.Addr(), DisableIdentity: true}),
 			redisstore.WithKeyPrefix(t.Name()+":"), redisstore.WithMaxGatesPerTenant(maxGates))
 		if err != nil {
@@ -41,7 +41,23 @@ func TestSuiteBoundedMiniredis(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
-	})
+	}, Gates: indexGates, Flood: miniredisFlood})
+}
+
+// miniredisFlood is the flood of distinct hosts the bound's suite reports
+// on miniredis, whose Lua is far slower than Redis's: the real server runs
+// the whole storetest.FloodHosts.
+const miniredisFlood = 5_000
+
+// indexGates is storetest.Bounded.Gates for the Redis store: the size of
+// the tenant's gate index.
+func indexGates(t *testing.T, s store.Store, tenant string) int {
+	t.Helper()
+	n, err := s.(*redisstore.Store).Gates(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
 }
 
 // slack is how much longer than its need (life) the store keeps a state
@@ -257,8 +273,9 @@ func TestLearningBreakerOneRoundTrip(t *testing.T) {
 }
 
 // TestEvictionDeletesKeys checks the index on the server: a tenant at the
-// bound loses its soonest-to-free gate, all of whose keys are deleted, and
-// the index holds at most the bound.
+// bound loses its soonest-to-free gate among those that hold no promise
+// (here, known quotas with calls left and breaker counts), all of whose
+// keys are deleted, and the index holds at most the bound.
 func TestEvictionDeletesKeys(t *testing.T) {
 	s, srv := newStore(t, redisstore.WithMaxGatesPerTenant(4))
 	c := rawClient(t, srv.URL())
@@ -267,13 +284,13 @@ func TestEvictionDeletesKeys(t *testing.T) {
 	for i := range 4 {
 		g := store.GateKey{Tenant: "acme", Scope: fmt.Sprintf("h%d", i), Credential: "c:1"}
 		if _, err := s.Observe(ctx, store.ObserveRequest{
-			Gate: g, Obs: store.Observation{CloseUntil: t0.Add(time.Duration(i+1) * time.Minute), HasQuota: true, Remaining: 5, Reset: t0.Add(time.Duration(i+1) * time.Minute)},
+			Gate: g, Obs: store.Observation{HasQuota: true, Remaining: 5, Reset: t0.Add(time.Duration(i+1) * time.Minute)},
 			Result: store.ResultRefused, Breaker: store.DefaultBreaker(), Now: t0,
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, k := range []string{"g", "q", "s"} {
+	for _, k := range []string{"q", "s"} {
 		if n := c.Exists(ctx, "rb:v1:{t:acme}:"+k+":h0:c%3A1").Val(); n != 1 {
 			t.Fatalf("no %s key for the first gate", k)
 		}
@@ -285,7 +302,7 @@ func TestEvictionDeletesKeys(t *testing.T) {
 	if _, err := s.Observe(ctx, store.ObserveRequest{Gate: store.GateKey{Tenant: "acme", Scope: "new"}, Obs: store.Observation{CloseUntil: t0.Add(time.Hour)}, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"g", "q", "s"} {
+	for _, k := range []string{"q", "s"} {
 		if n := c.Exists(ctx, "rb:v1:{t:acme}:"+k+":h0:c%3A1").Val(); n != 0 {
 			t.Errorf("the evicted gate's %s key is still there", k)
 		}
@@ -295,6 +312,51 @@ func TestEvictionDeletesKeys(t *testing.T) {
 	}
 	if n := c.ZCard(ctx, "rb:v1:{t:acme}:i").Val(); n != 4 {
 		t.Fatalf("index holds %d gates, want the bound, 4", n)
+	}
+}
+
+// TestUntrackedGateWritesNothing (issue 17, defect 4): a tenant at the
+// bound whose gates are all closed keeps them; the new gate's keys are
+// deleted by the script that would have written them (none is left
+// without a TTL), the index is unchanged, the tenant's full key says until
+// when new gates are refused (the soonest reopening), and WithUntracked
+// hears of it.
+func TestUntrackedGateWritesNothing(t *testing.T) {
+	var untracked []string
+	s, srv := newStore(t, redisstore.WithMaxGatesPerTenant(4), redisstore.WithUntracked(func(tenant string) { untracked = append(untracked, tenant) }))
+	c := rawClient(t, srv.URL())
+	ctx := context.Background()
+	t0 := storetest.T0
+	for i := range 4 {
+		g := store.GateKey{Tenant: "acme", Scope: fmt.Sprintf("h%d", i)}
+		if _, err := s.Observe(ctx, store.ObserveRequest{Gate: g, Obs: store.Observation{CloseUntil: t0.Add(time.Duration(i+1) * time.Minute)}, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := c.ZRangeWithScores(ctx, "rb:v1:{t:acme}:i", 0, -1).Val()
+	g := store.GateKey{Tenant: "acme", Scope: "new"}
+	if _, err := s.Observe(ctx, store.ObserveRequest{
+		Gate: g, Obs: store.Observation{CloseUntil: t0.Add(time.Hour), HasQuota: true, Remaining: 0, Reset: t0.Add(time.Hour)},
+		Result: store.ResultRefused, Breaker: store.DefaultBreaker(), Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Learning: store.LearningConfig{Enabled: true}, Breaker: store.DefaultBreaker(), Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"g", "f", "q", "s"} {
+		if n := c.Exists(ctx, "rb:v1:{t:acme}:"+k+":new:").Val(); n != 0 {
+			t.Errorf("the untracked gate's %s key was written", k)
+		}
+	}
+	if after := c.ZRangeWithScores(ctx, "rb:v1:{t:acme}:i", 0, -1).Val(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("index changed from %v to %v", before, after)
+	}
+	if v := c.Get(ctx, "rb:v1:{t:acme}:full").Val(); v != fmt.Sprint(t0.Add(time.Minute).UnixMicro()) {
+		t.Errorf("full key = %q, want the soonest reopening, %d", v, t0.Add(time.Minute).UnixMicro())
+	}
+	if fmt.Sprint(untracked) != "[acme acme]" {
+		t.Errorf("WithUntracked heard %q, want acme twice (Observe, Admit)", untracked)
 	}
 }
 

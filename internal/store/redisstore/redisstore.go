@@ -50,8 +50,9 @@ type options struct {
 	tune        []func(*redis.Options)
 	tuneCluster []func(*redis.ClusterOptions)
 	tuneSent    []func(*redis.FailoverOptions)
-	maxGates    int           // see WithMaxGatesPerTenant
-	localTTL    time.Duration // see WithLocalAdmission; 0 = off
+	maxGates    int                 // see WithMaxGatesPerTenant
+	localTTL    time.Duration       // see WithLocalAdmission; 0 = off
+	untracked   func(tenant string) // see WithUntracked
 }
 
 // WithTicketTTL sets how long an in-flight registration lives when it is
@@ -205,6 +206,7 @@ type Store struct {
 	nextID    atomic.Uint64
 	closed    atomic.Bool
 	local     *localAdmission // nil: off
+	untracked func(tenant string)
 }
 
 var (
@@ -456,6 +458,7 @@ func newStore(client redis.UniversalClient, topo Topology, o options) *Store {
 		marginMS:  int64(keyMargin / time.Millisecond),
 		tolUS:     int64(store.QuotaWindowTolerance / time.Microsecond),
 		idPrefix:  "r" + hex.EncodeToString(b[:]) + ".",
+		untracked: o.untracked,
 	}
 	if o.localTTL > 0 {
 		s.local = newLocalAdmission(s, o.localTTL)
@@ -568,8 +571,11 @@ func (s *Store) Admit(ctx context.Context, req store.AdmitRequest) (store.Admiss
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)
 	}
-	if len(res) != 7 {
+	if len(res) != 7 && len(res) != 8 {
 		return store.Admission{}, unexpected("admit", res)
+	}
+	if len(res) == 8 && res[7] == 1 {
+		s.noteUntracked(g.Tenant)
 	}
 	if s.local != nil {
 		s.local.remember(req, stateKey, res[0] == 0 && res[6] == 1, res[5], seq)
@@ -691,8 +697,11 @@ func (s *Store) complete(ctx context.Context, op string, st settlement) (store.C
 	if err != nil {
 		return store.CompleteResult{}, s.wrap(op, err)
 	}
-	if len(res) != 4 || res[3] < 0 || res[3] > int64(store.BreakerClosed) {
+	if len(res) != 5 || res[3] < 0 || res[3] > int64(store.BreakerClosed) {
 		return store.CompleteResult{}, unexpected(op, res)
+	}
+	if res[4] == 1 {
+		s.noteUntracked(g.Tenant)
 	}
 	return store.CompleteResult{
 		RetryAllowed: res[1] == 1, GateClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[2]),

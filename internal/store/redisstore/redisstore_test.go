@@ -95,7 +95,7 @@ func ready(t *testing.T, s *redisstore.Store) {
 	}
 }
 
-func rawClient(t *testing.T, url string) *redis.Client {
+func rawClient(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	o, err := redis.ParseURL(url)
 	if err != nil {
