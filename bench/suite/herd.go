@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,6 +184,11 @@ type HerdResult struct {
 	// retrybroker.v1.SharedState NOT_SERVING on a replica after that
 	// replica (process) had reported SERVING.
 	SharedNotServing int
+	// SharedNotServingBy breaks SharedNotServing down by replica.
+	SharedNotServingBy []int
+	// Warnings counts the brokers' warning and error log lines by
+	// message (msg=...), over every process of the row.
+	Warnings map[string]int
 	// Restart is set for rolling rows.
 	Restart *RestartInfo
 	Err     string
@@ -390,6 +396,8 @@ func (s *suite) herdCase(ctx context.Context, p HerdParams, c HerdCase, cfgPath 
 	res.HeldFirst, res.HeldLater = holdStats(rec.first), holdStats(rec.later)
 	if rs != nil {
 		res.SharedNotServing = int(rs.sharedNotServing.Load())
+		res.SharedNotServingBy = rs.notServingBy()
+		res.Warnings = rs.warnings()
 		if err := exitedDuring(rs.current()); err != nil {
 			return res, err
 		}
@@ -500,7 +508,13 @@ func herdBrokerCaller(ctx context.Context, rs *replicaSet, home int, url, provid
 			continue
 		}
 		left := dl.Sub(done)
-		rec.call(start, done, first, sent, outcomeName(out), !sent && left < heldFor, false,
+		toDeadline := !sent && left < heldFor
+		if toDeadline && mode == DeadlineLong {
+			// Answered unsent at the run's end, its deadline: still held then.
+			rec.call(start, done, first, sent, outcomeName(out), false, true, "")
+			return
+		}
+		rec.call(start, done, first, sent, outcomeName(out), toDeadline, false,
 			fmt.Sprintf("a call started %v into the run, held %v, then %s with retry_after %v, %v before its deadline", into,
 				done.Sub(start).Round(time.Millisecond), outcomeName(out), ra.Round(time.Millisecond), left.Round(time.Millisecond)))
 		if ra > 0 && !sleepUntil(ctx, minTime(time.Now().Add(ra), end)) {
@@ -538,8 +552,12 @@ type replicaSet struct {
 	sharedAt []time.Duration
 
 	sharedNotServing atomic.Int64
-	stopProbes       chan struct{}
-	probes           sync.WaitGroup
+	// notServing counts, per replica, the probes that saw SharedState
+	// NOT_SERVING after SERVING; all is every process of the row.
+	notServing []int
+	all        []*broker
+	stopProbes chan struct{}
+	probes     sync.WaitGroup
 }
 
 // connect dials every replica and starts the readiness probes.
@@ -550,6 +568,8 @@ func (rs *replicaSet) connect() error {
 	rs.since = make([]time.Time, n)
 	rs.shared = make([]bool, n)
 	rs.sharedAt = make([]time.Duration, n)
+	rs.notServing = make([]int, n)
+	rs.all = slices.Clone(rs.brokers)
 	rs.stopProbes = make(chan struct{})
 	for i, b := range rs.brokers {
 		cl, conn, err := tenantClient(b.addr, grpc.WithConnectParams(grpc.ConnectParams{
@@ -602,6 +622,7 @@ func (rs *replicaSet) probe(i int, hc healthpb.HealthClient) {
 			rs.shared[i], rs.sharedAt[i] = true, time.Since(rs.since[i])
 		case !shared && rs.shared[i]:
 			rs.sharedNotServing.Add(1)
+			rs.notServing[i]++
 		}
 		rs.mu.Unlock()
 	}
@@ -668,6 +689,7 @@ func (rs *replicaSet) restart(ctx context.Context, i int, start, at time.Time, l
 	info.Ready = time.Since(t1)
 	rs.mu.Lock()
 	rs.brokers[i] = b
+	rs.all = append(rs.all, b)
 	rs.mu.Unlock()
 	logf("rolling: replica %d (%s) got SIGTERM %v into the run, exited in %v, the new process (pid %d) was ready in %v",
 		i, old.addr, info.StoppedAt.Round(time.Millisecond), info.Exited.Round(time.Millisecond), b.pid(), info.Ready.Round(time.Millisecond))
@@ -684,6 +706,41 @@ func (rs *replicaSet) close() {
 		_ = c.Close()
 	}
 	stopAll(rs.current())
+}
+
+func (rs *replicaSet) notServingBy() []int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.notServing)
+}
+
+// warnings counts the warning and error lines of every process's log
+// (the suite runs brokers with --log-level warn) by their msg.
+func (rs *replicaSet) warnings() map[string]int {
+	rs.mu.Lock()
+	all := slices.Clone(rs.all)
+	rs.mu.Unlock()
+	out := map[string]int{}
+	for _, b := range all {
+		for _, line := range strings.Split(b.out.String(), "\n") {
+			if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+				continue
+			}
+			msg := line
+			if _, m, ok := strings.Cut(line, "msg="); ok {
+				msg = m
+				if strings.HasPrefix(m, "\"") {
+					if j := strings.Index(m[1:], "\""); j >= 0 {
+						msg = m[1 : j+1]
+					}
+				} else if j := strings.IndexByte(m, ' '); j >= 0 {
+					msg = m[:j]
+				}
+			}
+			out[msg]++
+		}
+	}
+	return out
 }
 
 // sharedServing returns when replica i's current process first reported

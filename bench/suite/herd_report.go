@@ -114,12 +114,20 @@ func (r *Report) herdFindings() []string {
 			}
 			out = append(out, msg)
 		}
+		if mx := max(h.HeldFirst.Max, h.HeldLater.Max); h.Deadline == DeadlineLong && mx > 2*r.Herd.Window+r.Herd.Window/2 {
+			out = append(out, fmt.Sprintf("%s: a call was held %s (p99 %s after the first window): with %d callers and %d calls per window, a broker that releases its held calls in arrival order at each reopening holds none much beyond 2 windows (%v); held calls were passed over at reopenings.",
+				h.Label(), fmtDur(mx), fmtDur(h.HeldLater.P99), h.Callers, r.Herd.Quota, 2*r.Herd.Window))
+		}
 		if fb := firstWindowBound(h.Style, r.Herd.Quota); h.First().Refused > fb {
 			out = append(out, fmt.Sprintf("%s, first window: %d refused (bound %d): the %d callers' first calls went out before any answer had come back.", h.Label(), h.First().Refused, fb, h.Callers))
 		}
 		if h.HeldPast > 0 {
 			out = append(out, fmt.Sprintf("%s: %d calls were held to their deadline without being sent (e.g. %s); %d calls in all were held ≥ %v and then ended unsent, the longest %s (%s).",
 				h.Label(), h.HeldPast, h.HeldPastExample, h.HeldUnsent, heldFor, fmtDur(h.HeldUnsentMax), h.HeldUnsentExample))
+		}
+		if h.SharedNotServing > 0 {
+			out = append(out, fmt.Sprintf("%s: the readiness probe saw SharedState NOT_SERVING %d times (every %v; per replica %v) on replicas that had reported SERVING: they served on local state meanwhile. The brokers logged: %s.",
+				h.Label(), h.SharedNotServing, r.Herd.Poll, h.SharedNotServingBy, orDash(outcomeSummary(h.Warnings))))
 		}
 		if h.Setup == HerdRolling && h.FailedRPCs() > 0 {
 			out = append(out, fmt.Sprintf("%s: %d RPCs failed with a gRPC error while replica 0 stopped and started (%s); the callers' readiness probe runs every %v.", h.Label(), h.FailedRPCs(), outcomeSummary(h.Failed), r.Herd.Poll))
