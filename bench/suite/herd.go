@@ -172,8 +172,16 @@ type HerdResult struct {
 	HeldPast        int
 	HeldPastExample string
 	// HeldAtEnd counts long-deadline calls still held when the run ended
-	// (their deadline): reported, not judged.
+	// (their deadline): reported, not judged (but see Starved).
 	HeldAtEnd int
+	// Starved counts calls held through more reopenings (window starts)
+	// than a broker that releases its held calls in arrival order needs:
+	// ⌈C / Q⌉, since at most C calls are queued and Q go at each. A call
+	// still held at the run's end counts the reopenings until then.
+	// StarvedExample describes the longest.
+	Starved        int
+	StarvedMax     time.Duration
+	StarvedExample string
 	// Failed counts RPCs that failed with a gRPC error not caused by the
 	// caller's own deadline (broker-caused: UNAVAILABLE, ...), by code.
 	Failed map[string]int
@@ -246,9 +254,9 @@ func (s *suite) herdRun(ctx context.Context, p HerdParams, cases []HerdCase, nam
 			s.logf("%s: %s: %v", name, c.Label(), err)
 		} else {
 			l := r.Later()
-			s.logf("%s: %s: first window refused %d, early %d; later: goodput %.1f%%, refused per window %s, early %d; held p50/p99 %v/%v (later %v/%v); held past the deadline %d, at the end %d; failed RPCs %v, drained %d; outcomes %v (%v)",
+			s.logf("%s: %s: first window refused %d, early %d; later: goodput %.1f%%, refused per window %s, early %d; held p50/p99 %v/%v (later %v/%v); held to the deadline %d, at the end %d, held then unsent %d, starved %d; failed RPCs %v, drained %d, SharedState NOT_SERVING %v; outcomes %v (%v)",
 				name, c.Label(), r.First().Refused, r.First().Early, 100*l.Goodput(), refusedList(r.Stats), l.Early,
-				r.HeldFirst.P50, r.HeldFirst.P99, r.HeldLater.P50, r.HeldLater.P99, r.HeldPast, r.HeldAtEnd, r.Failed, r.Drained, r.Outcomes, time.Since(t0).Round(100*time.Millisecond))
+				r.HeldFirst.P50, r.HeldFirst.P99, r.HeldLater.P50, r.HeldLater.P99, r.HeldPast, r.HeldAtEnd, r.HeldUnsent, r.Starved, r.Failed, r.Drained, r.SharedNotServingBy, r.Outcomes, time.Since(t0).Round(100*time.Millisecond))
 		}
 		out = append(out, r)
 	}
@@ -260,9 +268,11 @@ type herdRecorder struct {
 	mu     sync.Mutex
 	start  time.Time
 	window time.Duration
-	res    *HerdResult
-	first  []time.Duration
-	later  []time.Duration
+	// reopenings is the most reopenings a call may be held through (⌈C/Q⌉).
+	reopenings int
+	res        *HerdResult
+	first      []time.Duration
+	later      []time.Duration
 }
 
 func (h *herdRecorder) outcome(name string) {
@@ -292,6 +302,17 @@ func (h *herdRecorder) call(start, end, first time.Time, sent bool, outcome stri
 	if !sent {
 		h.res.Unsent++
 	}
+	if n := h.reopeningsIn(start, start.Add(held)); n > h.reopenings {
+		h.res.Starved++
+		if held > h.res.StarvedMax {
+			state := "then sent"
+			if !sent {
+				state = "then " + outcome + ", unsent"
+			}
+			h.res.StarvedMax = held
+			h.res.StarvedExample = fmt.Sprintf("a call started %v into the run was held %v, through %d reopenings, %s", start.Sub(h.start).Round(time.Millisecond), held.Round(time.Millisecond), n, state)
+		}
+	}
 	switch {
 	case atEnd:
 		h.res.HeldAtEnd++
@@ -306,6 +327,20 @@ func (h *herdRecorder) call(start, end, first time.Time, sent bool, outcome stri
 		h.res.HeldUnsent++
 		if held > h.res.HeldUnsentMax {
 			h.res.HeldUnsentMax, h.res.HeldUnsentExample = held, why
+		}
+	}
+}
+
+// reopeningsIn counts the window starts in (from, to].
+func (h *herdRecorder) reopeningsIn(from, to time.Time) int {
+	n := 0
+	for k := 1; ; k++ {
+		t := h.start.Add(time.Duration(k) * h.window)
+		if t.After(to) {
+			return n
+		}
+		if t.After(from) {
+			n++
 		}
 	}
 }
@@ -357,7 +392,7 @@ func (s *suite) herdCase(ctx context.Context, p HerdParams, c HerdCase, cfgPath 
 	defer prov.Close()
 	end := prov.End()
 	url := prov.URL() + "/repos/octo/hello/issues"
-	rec := &herdRecorder{start: start, window: p.Window, res: &res}
+	rec := &herdRecorder{start: start, window: p.Window, res: &res, reopenings: (p.Callers + p.Quota - 1) / p.Quota}
 
 	// Every loop stops at end (a short call started before it may last
 	// ShortDeadline more); the context is a backstop.

@@ -53,6 +53,7 @@ func (r *Report) herdTargets(h HerdResult) []Target {
 		{name + ", after the first window: 0 early sends", fmt.Sprintf("%d (first window: %d)", l.Early, h.First().Early), yesNo(l.Early == 0)},
 		{fmt.Sprintf("%s, first window: ≤ %d refused", name, fb), fmt.Sprintf("%d (early %d)", h.First().Refused, h.First().Early), yesNo(h.First().Refused <= fb)},
 		{name + ": no call held past the time it could still be sent (held to its deadline)", heldPastText(h), yesNo(h.HeldPast == 0)},
+		{fmt.Sprintf("%s: no held call passed over, held through more than ⌈C/Q⌉ = %d reopenings (issue 18, Deliver: held calls must not starve)", name, herdReopenings(r.Herd)), starvedText(h), yesNo(h.Starved == 0)},
 	}
 	if h.Setup == HerdRolling {
 		out = append(out, Target{name + ": 0 broker-caused failed RPCs", failedText(h), yesNo(h.FailedRPCs() == 0)})
@@ -79,6 +80,35 @@ func heldPastText(h HerdResult) string {
 		m += fmt.Sprintf(" (%d still held when the run, their deadline, ended: not judged)", h.HeldAtEnd)
 	}
 	return m
+}
+
+func ordinalSuffix(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
+}
+
+// herdReopenings is the most reopenings a call may be held through.
+func herdReopenings(p HerdParams) int {
+	if p.Quota <= 0 {
+		return 0
+	}
+	return (p.Callers + p.Quota - 1) / p.Quota
+}
+
+func starvedText(h HerdResult) string {
+	if h.Starved == 0 {
+		return fmt.Sprintf("0 (longest hold %s)", fmtDur(max(h.HeldFirst.Max, h.HeldLater.Max)))
+	}
+	return fmt.Sprintf("%d; the longest: %s", h.Starved, h.StarvedExample)
 }
 
 func failedText(h HerdResult) string {
@@ -114,9 +144,9 @@ func (r *Report) herdFindings() []string {
 			}
 			out = append(out, msg)
 		}
-		if mx := max(h.HeldFirst.Max, h.HeldLater.Max); h.Deadline == DeadlineLong && mx > 2*r.Herd.Window+r.Herd.Window/2 {
-			out = append(out, fmt.Sprintf("%s: a call was held %s (p99 %s after the first window): with %d callers and %d calls per window, a broker that releases its held calls in arrival order at each reopening holds none much beyond 2 windows (%v); held calls were passed over at reopenings.",
-				h.Label(), fmtDur(mx), fmtDur(h.HeldLater.P99), h.Callers, r.Herd.Quota, 2*r.Herd.Window))
+		if h.Starved > 0 {
+			out = append(out, fmt.Sprintf("%s: %d calls were held through more than %d reopenings (%s; held p99 %s after the first window): with %d callers and %d calls per window, a broker that releases its held calls in arrival order at each reopening sends every call by its %d%s reopening; these were passed over.",
+				h.Label(), h.Starved, herdReopenings(r.Herd), h.StarvedExample, fmtDur(h.HeldLater.P99), h.Callers, r.Herd.Quota, herdReopenings(r.Herd), ordinalSuffix(herdReopenings(r.Herd))))
 		}
 		if fb := firstWindowBound(h.Style, r.Herd.Quota); h.First().Refused > fb {
 			out = append(out, fmt.Sprintf("%s, first window: %d refused (bound %d): the %d callers' first calls went out before any answer had come back.", h.Label(), h.First().Refused, fb, h.Callers))
@@ -139,11 +169,11 @@ func (r *Report) herdFindings() []string {
 // HerdTable is the table of rows (herd or rolling).
 func (r *Report) HerdTable(rows []HerdResult) string {
 	var b strings.Builder
-	b.WriteString("| style | setup | deadlines | first window: refused, early | later windows: refused per window | later: max refused | later: goodput | later: early | whole run: goodput | held p50 / p99: first window | held p50 / p99: later | max held | held, then unsent (longest) | held to the deadline (at the end) | failed RPCs | drained | calls | call outcomes |\n")
-	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| style | setup | deadlines | first window: refused, early | later windows: refused per window | later: max refused | later: goodput | later: early | whole run: goodput | held p50 / p99: first window | held p50 / p99: later | max held | held, then unsent (longest) | held to the deadline (at the end) | passed over at reopenings | failed RPCs | drained | calls | call outcomes |\n")
+	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, h := range rows {
 		if h.Err != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | | | | | | | | | |\n", h.Style, h.Setup, h.Deadline, h.Err)
+			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | | | | | | | | | | |\n", h.Style, h.Setup, h.Deadline, h.Err)
 			continue
 		}
 		l := h.Later()
@@ -153,7 +183,7 @@ func (r *Report) HerdTable(rows []HerdResult) string {
 			}
 			return fmtDur(s.P50) + " / " + fmtDur(s.P99)
 		}
-		mx, unsent, past, failed, drained := "–", "–", "–", "–", "–"
+		mx, unsent, past, starved, failed, drained := "–", "–", "–", "–", "–", "–"
 		if h.Setup != HerdRetryableHTTP {
 			mx = fmtDur(max(h.HeldFirst.Max, h.HeldLater.Max))
 			unsent = fmt.Sprint(h.HeldUnsent)
@@ -161,15 +191,16 @@ func (r *Report) HerdTable(rows []HerdResult) string {
 				unsent += " (" + fmtDur(h.HeldUnsentMax) + ")"
 			}
 			past = fmt.Sprintf("%d (%d)", h.HeldPast, h.HeldAtEnd)
+			starved = fmt.Sprint(h.Starved)
 			failed, drained = fmt.Sprint(h.FailedRPCs()), fmt.Sprint(h.Drained)
 		}
 		var later []string
 		for _, w := range l.Windows {
 			later = append(later, fmt.Sprint(w.Refused))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d, %d | %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %d, %d | %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
 			h.Style, h.Setup, h.Deadline, h.First().Refused, h.First().Early, strings.Join(later, ", "), l.MaxRefusedInAWindow(), pct(l.Goodput()), l.Early,
-			pct(h.Stats.Goodput()), held(h.HeldFirst), held(h.HeldLater), mx, unsent, past, failed, drained, h.Calls, outcomeSummary(h.Outcomes))
+			pct(h.Stats.Goodput()), held(h.HeldFirst), held(h.HeldLater), mx, unsent, past, starved, failed, drained, h.Calls, outcomeSummary(h.Outcomes))
 	}
 	return b.String()
 }
@@ -290,7 +321,12 @@ past a call's deadline while it is held. **Held to the deadline** is the target
 "no call held longer than its deadline allows it to still be sent": calls that
 got no answer before their deadline, or an answer without a send with less
 than %v left. With long deadlines, the calls still held when the run (their
-deadline) ends are counted apart, in brackets, and not judged. **Failed RPCs**
+deadline) ends are counted apart, in brackets, and not judged. **Passed over
+at reopenings** counts calls held through more than ⌈C/Q⌉ = %d reopenings
+(window starts), a call still held at the end counting those until then: at
+most C calls wait and Q go at each reopening, so a broker that releases its
+held calls in arrival order sends each by its ⌈C/Q⌉th (issue 18: held calls
+must not starve behind fresh ones). **Failed RPCs**
 are gRPC errors that the caller's own deadline did not cause (UNAVAILABLE, ...); **drained** calls ended
 with OUTCOME_SHUTTING_DOWN; provider refusals are the refusal columns.
 Targets (issue 18): after the first window ≤ 1 refused per gate per window,
@@ -299,7 +335,7 @@ and ≤ %d (a quarter of the quota) for retry-after; no call held past the time 
 could still be sent; in the rolling restart also 0 broker-caused failed RPCs
 and the new replica reporting SharedState SERVING within 3 s of its start.
 
-`, p.Callers, p.Quota, p.Window, p.Windows, p.Window*time.Duration(p.Windows), strings.Join(quotaBrokerConfig.Policy, "; "), p.StopAt, p.Poll, p.ShortDeadline, heldFor, heldFor, p.Quota/4)
+`, p.Callers, p.Quota, p.Window, p.Windows, p.Window*time.Duration(p.Windows), strings.Join(quotaBrokerConfig.Policy, "; "), p.StopAt, p.Poll, p.ShortDeadline, heldFor, heldFor, herdReopenings(p), p.Quota/4)
 	if len(r.HerdRes) > 0 {
 		b.WriteString(r.HerdTable(r.HerdRes))
 		b.WriteString("\nSide by side (same run):\n\n")
@@ -315,6 +351,18 @@ and the new replica reporting SharedState SERVING within 3 s of its start.
 	}
 	for _, st := range r.herdStyles() {
 		img(herdChartName(st), "refused calls per window, "+string(st))
+	}
+	b.WriteString("The targets of this section (also in the table of every target above):\n\n| target | measured | met |\n|---|---|---|\n")
+	for _, h := range append(append([]HerdResult(nil), r.HerdRes...), r.RollingRes...) {
+		for _, t := range r.herdTargets(h) {
+			fmt.Fprintf(b, "| %s | %s | %s |\n", t.Name, t.Measured, t.Met)
+		}
+	}
+	b.WriteString("\n")
+	if f := r.herdFindings(); len(f) > 0 {
+		b.WriteString("What the figures of this section say about the misses:\n\n")
+		b.WriteString(bulletList(f))
+		b.WriteString("\n")
 	}
 }
 
@@ -374,7 +422,7 @@ func herdCharts(r *Report, dir string) error {
 		p.Add(target)
 		p.Legend.Add("target after the first window: ≤ 1", target)
 		p.Legend.Top = true
-		p.Y.Min, p.Y.Max = 0, ymax*8
+		p.Y.Min, p.Y.Max = 0, ymax*40 // room for the legend
 		p.X.Min, p.X.Max = -0.2, float64(r.Herd.Windows)-0.8
 		p.X.Tick.Marker = secondTicks{}
 		p.Add(plotter.NewGrid())

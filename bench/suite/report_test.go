@@ -394,6 +394,7 @@ func TestHerdTargets(t *testing.T) {
 	// goodput after the first window, a call held to its deadline.
 	ra := h(fakeprovider.RetryAfter, HerdRedis3, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 12, 3}, [3]int{46, 2, 1}, good))
 	ra.HeldPast, ra.HeldPastExample = 1, "a call held to its deadline"
+	ra.Starved, ra.StarvedExample = 2, "a call held through 3 reopenings"
 	// The rolling row: 13 refused first (over the bound), a failed RPC,
 	// SharedState SERVING 3.5 s after the start, once NOT_SERVING after.
 	ro := h(fakeprovider.RetryAfter, HerdRolling, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 13, 0}, good, good))
@@ -419,6 +420,8 @@ func TestHerdTargets(t *testing.T) {
 		{[]string{"retry-after, 3 replicas", "goodput"}, "yes"},
 		{[]string{"retry-after, 3 replicas", "0 early"}, "**no**"},
 		{[]string{"retry-after, 3 replicas", "held to its deadline"}, "**no**"},
+		{[]string{"retry-after, 3 replicas", "passed over", "⌈C/Q⌉ = 2"}, "**no**"},
+		{[]string{"github, 1 broker, long", "passed over"}, "yes"},
 		{[]string{"retry-after, rolling restart, short deadlines, first window: ≤ 12 refused"}, "**no**"},
 		{[]string{"retry-after, rolling", "0 broker-caused failed RPCs"}, "**no**"},
 		{[]string{"retry-after, rolling", "SERVING within 3 s"}, "**no**"},
@@ -437,6 +440,25 @@ func TestHerdTargets(t *testing.T) {
 	for _, want := range []string{"## 7. A herd", "| retry-after | a | short | 900, 900 | 900, 0 |", "Rolling restart:", "1 (Unavailable 1); 4 calls ended by the drain"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("document lacks %q", want)
+		}
+	}
+}
+
+func TestReopeningsIn(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := &herdRecorder{start: t0, window: 2 * time.Second}
+	for _, c := range []struct {
+		from, to time.Duration
+		want     int
+	}{
+		{0, 1999 * time.Millisecond, 0},
+		{0, 2 * time.Second, 1}, // sent at the reopening itself
+		{1 * time.Second, 6500 * time.Millisecond, 3},
+		{2 * time.Second, 4 * time.Second, 1}, // started at a reopening: not held through it
+		{5 * time.Second, 5 * time.Second, 0},
+	} {
+		if got := h.reopeningsIn(t0.Add(c.from), t0.Add(c.to)); got != c.want {
+			t.Errorf("reopenings in (%v, %v]: %d, want %d", c.from, c.to, got, c.want)
 		}
 	}
 }

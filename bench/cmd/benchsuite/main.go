@@ -3,8 +3,10 @@
 // tables and writes docs/benchmarks.md and the PNG charts in
 // docs/benchmarks/.
 //
-//	go run ./bench/cmd/benchsuite            # the full run (about 7 minutes)
-//	go run ./bench/cmd/benchsuite -quick     # a smoke run (seconds)
+//	go run ./bench/cmd/benchsuite               # the full run (about 11 minutes)
+//	go run ./bench/cmd/benchsuite -quick        # a smoke run (about a minute)
+//	go run ./bench/cmd/benchsuite -only herd    # issue 18's herd rows (about 3 minutes)
+//	go run ./bench/cmd/benchsuite -only rolling # the rolling restart (about 75 s)
 //
 // All traffic stays on 127.0.0.1. It needs go (to build ./cmd/broker,
 // unless -broker is given) and redis-server on PATH.
