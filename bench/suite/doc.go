@@ -36,7 +36,9 @@ func (r *Report) Document(chartDir string) string {
 provider's quota on calls that will be refused, and it costs almost nothing to
 go through. This suite measures both against what users would otherwise do, in
 one run on one machine, and adds what an outage costs the upstream, the memory
-of parked calls and the cost of scale (configuration size, Redis operations). Every comparison below is a ratio
+of parked calls, the cost of scale (configuration size, Redis operations), and
+a herd of more callers than quota from the first call and through a rolling
+restart (section 7). Every comparison below is a ratio
 of figures measured side by side in the same run. All traffic stays on
 127.0.0.1: the providers are fakes (` + "`bench/fakeprovider`" + `), the brokers are real
 broker processes built from ` + "`./cmd/broker`" + `.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,6 +199,12 @@ type HerdResult struct {
 	// Warnings counts the brokers' warning and error log lines by
 	// message (msg=...), over every process of the row.
 	Warnings map[string]int
+	// Load is the 1-minute load average (/proc/loadavg) at the row's
+	// end, and Late the most a call's answer came after its deadline at
+	// the caller: both say how busy the machine was (a caller's deadline
+	// fires late only when the suite's own process could not run).
+	Load float64
+	Late time.Duration
 	// Restart is set for rolling rows.
 	Restart *RestartInfo
 	Err     string
@@ -254,9 +262,9 @@ func (s *suite) herdRun(ctx context.Context, p HerdParams, cases []HerdCase, nam
 			s.logf("%s: %s: %v", name, c.Label(), err)
 		} else {
 			l := r.Later()
-			s.logf("%s: %s: first window refused %d, early %d; later: goodput %.1f%%, refused per window %s, early %d; held p50/p99 %v/%v (later %v/%v); held to the deadline %d, at the end %d, held then unsent %d, starved %d; failed RPCs %v, drained %d, SharedState NOT_SERVING %v; outcomes %v (%v)",
+			s.logf("%s: %s: first window refused %d, early %d; later: goodput %.1f%%, refused per window %s, early %d; held p50/p99 %v/%v (later %v/%v); held to the deadline %d, at the end %d, held then unsent %d, starved %d; failed RPCs %v, drained %d, SharedState NOT_SERVING %v; load %.1f, late %v; outcomes %v (%v)",
 				name, c.Label(), r.First().Refused, r.First().Early, 100*l.Goodput(), refusedList(r.Stats), l.Early,
-				r.HeldFirst.P50, r.HeldFirst.P99, r.HeldLater.P50, r.HeldLater.P99, r.HeldPast, r.HeldAtEnd, r.HeldUnsent, r.Starved, r.Failed, r.Drained, r.SharedNotServingBy, r.Outcomes, time.Since(t0).Round(100*time.Millisecond))
+				r.HeldFirst.P50, r.HeldFirst.P99, r.HeldLater.P50, r.HeldLater.P99, r.HeldPast, r.HeldAtEnd, r.HeldUnsent, r.Starved, r.Failed, r.Drained, r.SharedNotServingBy, r.Load, r.Late, r.Outcomes, time.Since(t0).Round(100*time.Millisecond))
 		}
 		out = append(out, r)
 	}
@@ -270,9 +278,12 @@ type herdRecorder struct {
 	window time.Duration
 	// reopenings is the most reopenings a call may be held through (⌈C/Q⌉).
 	reopenings int
-	res        *HerdResult
-	first      []time.Duration
-	later      []time.Duration
+	// short is the calls' deadline (0: the end of the run, end).
+	short time.Duration
+	end   time.Time
+	res   *HerdResult
+	first []time.Duration
+	later []time.Duration
 }
 
 func (h *herdRecorder) outcome(name string) {
@@ -302,6 +313,9 @@ func (h *herdRecorder) call(start, end, first time.Time, sent bool, outcome stri
 	if !sent {
 		h.res.Unsent++
 	}
+	if dl := h.deadline(start); end.After(dl) {
+		h.res.Late = max(h.res.Late, end.Sub(dl))
+	}
 	if n := h.reopeningsIn(start, start.Add(held)); n > h.reopenings {
 		h.res.Starved++
 		if held > h.res.StarvedMax {
@@ -329,6 +343,14 @@ func (h *herdRecorder) call(start, end, first time.Time, sent bool, outcome stri
 			h.res.HeldUnsentMax, h.res.HeldUnsentExample = held, why
 		}
 	}
+}
+
+// deadline is the deadline of a call that started at start.
+func (h *herdRecorder) deadline(start time.Time) time.Time {
+	if h.short > 0 {
+		return start.Add(h.short)
+	}
+	return h.end
 }
 
 // reopeningsIn counts the window starts in (from, to].
@@ -392,7 +414,10 @@ func (s *suite) herdCase(ctx context.Context, p HerdParams, c HerdCase, cfgPath 
 	defer prov.Close()
 	end := prov.End()
 	url := prov.URL() + "/repos/octo/hello/issues"
-	rec := &herdRecorder{start: start, window: p.Window, res: &res, reopenings: (p.Callers + p.Quota - 1) / p.Quota}
+	rec := &herdRecorder{start: start, window: p.Window, res: &res, reopenings: (p.Callers + p.Quota - 1) / p.Quota, end: end}
+	if c.Deadline == DeadlineShort {
+		rec.short = p.ShortDeadline
+	}
 
 	// Every loop stops at end (a short call started before it may last
 	// ShortDeadline more); the context is a backstop.
@@ -429,6 +454,7 @@ func (s *suite) herdCase(ctx context.Context, p HerdParams, c HerdCase, cfgPath 
 	s.logf("herd: callers done %v after the end", time.Since(end).Round(time.Millisecond))
 	res.Stats = prov.Stats()
 	res.HeldFirst, res.HeldLater = holdStats(rec.first), holdStats(rec.later)
+	res.Load = loadAverage()
 	if rs != nil {
 		res.SharedNotServing = int(rs.sharedNotServing.Load())
 		res.SharedNotServingBy = rs.notServingBy()
@@ -556,6 +582,24 @@ func herdBrokerCaller(ctx context.Context, rs *replicaSet, home int, url, provid
 			return
 		}
 	}
+}
+
+// loadAverage returns the 1-minute load average, or -1 where
+// /proc/loadavg cannot be read.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -155,6 +155,10 @@ func (r *Report) herdFindings() []string {
 			out = append(out, fmt.Sprintf("%s: %d calls were held to their deadline without being sent (e.g. %s); %d calls in all were held ≥ %v and then ended unsent, the longest %s (%s).",
 				h.Label(), h.HeldPast, h.HeldPastExample, h.HeldUnsent, heldFor, fmtDur(h.HeldUnsentMax), h.HeldUnsentExample))
 		}
+		if h.Late > 500*time.Millisecond {
+			out = append(out, fmt.Sprintf("%s: the callers' own deadlines fired up to %s late (load average %.1f at the row's end, on %d cores): the suite's process could not run for that long, so this row's figures are the busy machine's as much as the broker's.",
+				h.Label(), fmtDur(h.Late), h.Load, r.Machine.Cores))
+		}
 		if h.SharedNotServing > 0 {
 			out = append(out, fmt.Sprintf("%s: the readiness probe saw SharedState NOT_SERVING %d times (every %v; per replica %v) on replicas that had reported SERVING: they served on local state meanwhile. The brokers logged: %s.",
 				h.Label(), h.SharedNotServing, r.Herd.Poll, h.SharedNotServingBy, orDash(outcomeSummary(h.Warnings))))
@@ -169,11 +173,11 @@ func (r *Report) herdFindings() []string {
 // HerdTable is the table of rows (herd or rolling).
 func (r *Report) HerdTable(rows []HerdResult) string {
 	var b strings.Builder
-	b.WriteString("| style | setup | deadlines | first window: refused, early | later windows: refused per window | later: max refused | later: goodput | later: early | whole run: goodput | held p50 / p99: first window | held p50 / p99: later | max held | held, then unsent (longest) | held to the deadline (at the end) | passed over at reopenings | failed RPCs | drained | calls | call outcomes |\n")
-	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| style | setup | deadlines | first window: refused, early | later windows: refused per window | later: max refused | later: goodput | later: early | whole run: goodput | held p50 / p99: first window | held p50 / p99: later | max held | held, then unsent (longest) | held to the deadline (at the end) | passed over at reopenings | failed RPCs | drained | calls | call outcomes | load, callers' timers late by |\n")
+	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, h := range rows {
 		if h.Err != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | | | | | | | | | | |\n", h.Style, h.Setup, h.Deadline, h.Err)
+			fmt.Fprintf(&b, "| %s | %s | %s | error: %s | | | | | | | | | | | | | | | | |\n", h.Style, h.Setup, h.Deadline, h.Err)
 			continue
 		}
 		l := h.Later()
@@ -183,8 +187,9 @@ func (r *Report) HerdTable(rows []HerdResult) string {
 			}
 			return fmtDur(s.P50) + " / " + fmtDur(s.P99)
 		}
-		mx, unsent, past, starved, failed, drained := "–", "–", "–", "–", "–", "–"
+		mx, unsent, past, starved, failed, drained, late := "–", "–", "–", "–", "–", "–", "–"
 		if h.Setup != HerdRetryableHTTP {
+			late = fmtDur(h.Late)
 			mx = fmtDur(max(h.HeldFirst.Max, h.HeldLater.Max))
 			unsent = fmt.Sprint(h.HeldUnsent)
 			if h.HeldUnsent > 0 {
@@ -198,9 +203,9 @@ func (r *Report) HerdTable(rows []HerdResult) string {
 		for _, w := range l.Windows {
 			later = append(later, fmt.Sprint(w.Refused))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d, %d | %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %d, %d | %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %.1f, %s |\n",
 			h.Style, h.Setup, h.Deadline, h.First().Refused, h.First().Early, strings.Join(later, ", "), l.MaxRefusedInAWindow(), pct(l.Goodput()), l.Early,
-			pct(h.Stats.Goodput()), held(h.HeldFirst), held(h.HeldLater), mx, unsent, past, starved, failed, drained, h.Calls, outcomeSummary(h.Outcomes))
+			pct(h.Stats.Goodput()), held(h.HeldFirst), held(h.HeldLater), mx, unsent, past, starved, failed, drained, h.Calls, outcomeSummary(h.Outcomes), h.Load, late)
 	}
 	return b.String()
 }
@@ -328,7 +333,11 @@ most C calls wait and Q go at each reopening, so a broker that releases its
 held calls in arrival order sends each by its ⌈C/Q⌉th (issue 18: held calls
 must not starve behind fresh ones). **Failed RPCs**
 are gRPC errors that the caller's own deadline did not cause (UNAVAILABLE, ...); **drained** calls ended
-with OUTCOME_SHUTTING_DOWN; provider refusals are the refusal columns.
+with OUTCOME_SHUTTING_DOWN; provider refusals are the refusal columns. The
+last column says how busy the machine was: the 1-minute load average at the
+row's end, and the most a call's answer came after its own deadline at the
+caller (the caller's gRPC deadline fires late only when the suite's process
+could not run).
 Targets (issue 18): after the first window ≤ 1 refused per gate per window,
 goodput ≥ 95%% and 0 early sends; in the first window ≤ 1 refused for github
 and ≤ %d (a quarter of the quota) for retry-after; no call held past the time it

@@ -587,7 +587,7 @@ func (r *Report) Markdown() string {
 		{"Other observations", bulletList(r.Observations()), len(r.Observations()) > 0},
 		{"Quota citizenship", r.QuotaTable(), len(r.QuotaRes) > 0},
 		{"Quota citizenship: side-by-side ratios", r.ComparisonTable(), len(r.QuotaRes) > 0},
-		{"Herd: 100 callers against quota 50", r.HerdTable(r.HerdRes), len(r.HerdRes) > 0},
+		{"Herd: more callers than quota, all at once", r.HerdTable(r.HerdRes), len(r.HerdRes) > 0},
 		{"Herd: side by side", r.HerdComparison(), len(r.HerdRes)+len(r.RollingRes) > 0},
 		{"Rolling restart", r.HerdTable(r.RollingRes) + "\n" + r.RollingTable(), len(r.RollingRes) > 0},
 		{"Outage", r.OutageTable(), len(r.OutageRes) > 0},

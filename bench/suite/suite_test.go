@@ -179,7 +179,7 @@ func TestQuickRun(t *testing.T) {
 		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
 		"| retry-after | d-cluster | 3 brokers, 3-master Redis Cluster, a different seed node each | 4 |",
 		"retry-after row d-cluster (3 brokers, 3-master Redis Cluster, a different seed node each), 4 callers, after the first window: 0 early sends",
-		"### Herd: 100 callers against quota 50", "| github | a | short |", "| github | 1 broker | long |", "### Herd: side by side", "### Rolling restart", "| retry-after | rolling restart | short |",
+		"### Herd: more callers than quota, all at once", "| github | a | short |", "| github | 1 broker | long |", "### Herd: side by side", "### Rolling restart", "| retry-after | rolling restart | short |",
 		"github, 1 broker, long deadlines, first window: ≤ 1 refused", "retry-after, rolling restart, short deadlines: 0 broker-caused failed RPCs",
 		"retry-after, rolling restart, short deadlines: the restarted replica reports SharedState SERVING within 3 s of its start",
 		"### Parked calls", "### Scale", "round trips / Execute",
