@@ -135,6 +135,8 @@ type RestartInfo struct {
 	// StoppedAt is when SIGTERM was sent, from window 0's start; Exited
 	// how long the replica took to exit.
 	StoppedAt, Exited time.Duration
+	// NewCalls counts the calls the callers sent to the new process.
+	NewCalls int64
 	// Ready is the time from the new process's start to its health ""
 	// and SharedState both answering SERVING; SharedServing the first
 	// SharedState SERVING seen by the suite's probe, from the same start
@@ -449,6 +451,7 @@ func (s *suite) herdCase(ctx context.Context, p HerdParams, c HerdCase, cfgPath 
 		<-restartDone
 		if res.Restart != nil && res.Restart.Err == "" {
 			res.Restart.SharedServing = rs.sharedServing(0)
+			res.Restart.NewCalls = rs.newCalls.Load()
 		}
 	}
 	s.logf("herd: callers done %v after the end", time.Since(end).Round(time.Millisecond))
@@ -631,6 +634,10 @@ type replicaSet struct {
 	sharedAt []time.Duration
 
 	sharedNotServing atomic.Int64
+	// renewed is the replica that was restarted (-1: none yet), and
+	// newCalls the calls sent to its new process.
+	renewed  atomic.Int64
+	newCalls atomic.Int64
 	// notServing counts, per replica, the probes that saw SharedState
 	// NOT_SERVING after SERVING; all is every process of the row.
 	notServing []int
@@ -650,6 +657,7 @@ func (rs *replicaSet) connect() error {
 	rs.notServing = make([]int, n)
 	rs.all = slices.Clone(rs.brokers)
 	rs.stopProbes = make(chan struct{})
+	rs.renewed.Store(-1)
 	for i, b := range rs.brokers {
 		cl, conn, err := tenantClient(b.addr, grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
@@ -715,12 +723,17 @@ const StoreHealthService = "retrybroker.v1.SharedState"
 // ready, else the next ready one, else home.
 func (rs *replicaSet) pick(home int) (int, rbv1.BrokerServiceClient) {
 	n := len(rs.clients)
+	i := home
 	for k := range n {
-		if i := (home + k) % n; rs.ready[i].Load() {
-			return i, rs.clients[i]
+		if j := (home + k) % n; rs.ready[j].Load() {
+			i = j
+			break
 		}
 	}
-	return home, rs.clients[home]
+	if int64(i) == rs.renewed.Load() {
+		rs.newCalls.Add(1)
+	}
+	return i, rs.clients[i]
 }
 
 // suspect marks replica i not ready until its probe next finds it ready
@@ -770,6 +783,7 @@ func (rs *replicaSet) restart(ctx context.Context, i int, start, at time.Time, l
 	rs.brokers[i] = b
 	rs.all = append(rs.all, b)
 	rs.mu.Unlock()
+	rs.renewed.Store(int64(i))
 	logf("rolling: replica %d (%s) got SIGTERM %v into the run, exited in %v, the new process (pid %d) was ready in %v",
 		i, old.addr, info.StoppedAt.Round(time.Millisecond), info.Exited.Round(time.Millisecond), b.pid(), info.Ready.Round(time.Millisecond))
 	return info

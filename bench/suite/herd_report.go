@@ -259,7 +259,7 @@ func (r *Report) HerdComparison() string {
 // RollingTable describes what the restart did, per rolling row.
 func (r *Report) RollingTable() string {
 	var b strings.Builder
-	b.WriteString("| style | deadlines | SIGTERM at | exited in | new process ready in | SharedState SERVING after | SharedState NOT_SERVING after SERVING (probes) | failed RPCs | drained calls |\n|---|---|---:|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("| style | deadlines | SIGTERM at | exited in | new process ready in | SharedState SERVING after | SharedState NOT_SERVING after SERVING (probes) | calls sent to the new process | failed RPCs | drained calls |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, h := range r.RollingRes {
 		if h.Err != "" || h.Restart == nil {
 			continue
@@ -273,7 +273,7 @@ func (r *Report) RollingTable() string {
 		if len(h.Failed) > 0 {
 			failed += " (" + outcomeSummary(h.Failed) + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %s | %d |\n", h.Style, h.Deadline, fmtDur(rs.StoppedAt), fmtDur(rs.Exited), fmtDur(rs.Ready), sh, h.SharedNotServing, failed, h.Drained)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s | %d |\n", h.Style, h.Deadline, fmtDur(rs.StoppedAt), fmtDur(rs.Exited), fmtDur(rs.Ready), sh, h.SharedNotServing, rs.NewCalls, failed, h.Drained)
 	}
 	return b.String()
 }
