@@ -138,9 +138,10 @@ type RestartInfo struct {
 	// NewCalls counts the calls the callers sent to the new process.
 	NewCalls int64
 	// Ready is the time from the new process's start to its health ""
-	// and SharedState both answering SERVING; SharedServing the first
-	// SharedState SERVING seen by the suite's probe, from the same start
-	// (-1 when never).
+	// and SharedState both answering SERVING (polled every 20 ms on a
+	// connection of its own: startBroker); SharedServing the first
+	// SharedState SERVING seen by the callers' readiness probe, from the
+	// same start (-1 when never), later by the reconnection's backoff.
 	Ready, SharedServing time.Duration
 	// Err is a failure to restart ("" when it came back).
 	Err string

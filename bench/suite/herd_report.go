@@ -58,12 +58,16 @@ func (r *Report) herdTargets(h HerdResult) []Target {
 	if h.Setup == HerdRolling {
 		out = append(out, Target{name + ": 0 broker-caused failed RPCs", failedText(h), yesNo(h.FailedRPCs() == 0)})
 		if rs := h.Restart; rs != nil {
-			m := "never"
+			// Ready is measured by the suite's own poll of the new process
+			// every 20 ms on a fresh connection: "" and SharedState both
+			// SERVING; the callers' probe sees it later (its connection
+			// reconnects with a backoff).
+			seen := "never"
 			if rs.SharedServing >= 0 {
-				m = fmtDur(rs.SharedServing)
+				seen = fmtDur(rs.SharedServing)
 			}
 			out = append(out,
-				Target{name + ": the restarted replica reports SharedState SERVING within 3 s of its start", m + fmt.Sprintf(" (ready, \"\" and SharedState SERVING, after %s)", fmtDur(rs.Ready)), yesNo(rs.SharedServing >= 0 && rs.SharedServing.Seconds() <= 3)},
+				Target{name + ": the restarted replica reports SharedState SERVING within 3 s of its start", fmt.Sprintf("%s (seen by the callers' probe after %s)", fmtDur(rs.Ready), seen), yesNo(rs.Ready > 0 && rs.Ready.Seconds() <= 3)},
 			)
 		}
 		out = append(out, Target{name + ": no replica reports SharedState NOT_SERVING after SERVING", fmt.Sprintf("%d probes saw it", h.SharedNotServing), yesNo(h.SharedNotServing == 0)})
@@ -259,7 +263,7 @@ func (r *Report) HerdComparison() string {
 // RollingTable describes what the restart did, per rolling row.
 func (r *Report) RollingTable() string {
 	var b strings.Builder
-	b.WriteString("| style | deadlines | SIGTERM at | exited in | new process ready in | SharedState SERVING after | SharedState NOT_SERVING after SERVING (probes) | calls sent to the new process | failed RPCs | drained calls |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("| style | deadlines | SIGTERM at | exited in | new process ready in (\"\" and SharedState SERVING) | SharedState SERVING seen by the callers' probe after | SharedState NOT_SERVING after SERVING (probes) | calls sent to the new process | failed RPCs | drained calls |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, h := range r.RollingRes {
 		if h.Err != "" || h.Restart == nil {
 			continue

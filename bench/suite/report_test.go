@@ -400,7 +400,7 @@ func TestHerdTargets(t *testing.T) {
 	ro := h(fakeprovider.RetryAfter, HerdRolling, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 13, 0}, good, good))
 	ro.Failed["Unavailable"] = 1
 	ro.Drained = 4
-	ro.Restart = &RestartInfo{Ready: time.Second, SharedServing: 3500 * time.Millisecond}
+	ro.Restart = &RestartInfo{Ready: 3500 * time.Millisecond, SharedServing: 3600 * time.Millisecond}
 	ro.SharedNotServing = 1
 	// Row a has no target.
 	a := h(fakeprovider.RetryAfter, HerdRetryableHTTP, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 900, 900}, [3]int{50, 900, 900}, good))
