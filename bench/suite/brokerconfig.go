@@ -93,10 +93,10 @@ func checkBrokerConfig(ctx context.Context, bin, path string) error {
 
 // tenantClient dials a broker started with a brokerConfig: every call
 // carries the tenant's API key.
-func tenantClient(addr string) (rbv1.BrokerServiceClient, *grpc.ClientConn, error) {
-	conn, err := dial(addr, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+func tenantClient(addr string, extra ...grpc.DialOption) (rbv1.BrokerServiceClient, *grpc.ClientConn, error) {
+	conn, err := dial(addr, append(extra, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+benchAPIKey), method, req, reply, cc, opts...)
-	}))
+	}))...)
 	if err != nil {
 		return nil, nil, err
 	}

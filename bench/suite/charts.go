@@ -28,6 +28,9 @@ func drawCharts(r *Report, dir string) error {
 	if len(r.OutageRes) > 0 {
 		errs = append(errs, outageChart(r, filepath.Join(dir, ChartOutage)))
 	}
+	if len(r.HerdRes)+len(r.RollingRes) > 0 {
+		errs = append(errs, herdCharts(r, dir))
+	}
 	if len(r.OverRes) > 0 {
 		errs = append(errs,
 			latencyChart(r, filepath.Join(dir, ChartLatencyClassify), "ClassifyResponse latency", "classify"),

@@ -164,6 +164,9 @@ type brokerOptions struct {
 	// config is a --config file; the dev tenant's --allow-destinations is
 	// then not passed.
 	config string
+	// listen is the address to listen on (a replica started again where
+	// it was); "" picks a free loopback port.
+	listen string
 }
 
 // broker is a running broker process.
@@ -190,6 +193,9 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 			return nil, err
 		}
 		b := &broker{addr: net.JoinHostPort(loopback, strconv.Itoa(port))}
+		if o.listen != "" {
+			b.addr = o.listen
+		}
 		args := []string{"--listen", b.addr, "--log-level", "warn", "--shutdown-timeout", "2s"}
 		if o.config != "" {
 			args = append(args, "--config", o.config)

@@ -133,6 +133,12 @@ func (r *Report) Targets() []Target {
 			out = append(out, r.quotaTargets(st, n)...)
 		}
 	}
+	for _, h := range r.HerdRes {
+		out = append(out, r.herdTargets(h)...)
+	}
+	for _, h := range r.RollingRes {
+		out = append(out, r.herdTargets(h)...)
+	}
 	out = append(out, r.outageTargets()...)
 	for _, c := range r.Overhead.Concurrency {
 		if x, ok := r.ThroughputRatio(VarClassify, VarEmpty, c); ok {
@@ -581,6 +587,9 @@ func (r *Report) Markdown() string {
 		{"Other observations", bulletList(r.Observations()), len(r.Observations()) > 0},
 		{"Quota citizenship", r.QuotaTable(), len(r.QuotaRes) > 0},
 		{"Quota citizenship: side-by-side ratios", r.ComparisonTable(), len(r.QuotaRes) > 0},
+		{"Herd: more callers than quota, all at once", r.HerdTable(r.HerdRes), len(r.HerdRes) > 0},
+		{"Herd: side by side", r.HerdComparison(), len(r.HerdRes)+len(r.RollingRes) > 0},
+		{"Rolling restart", r.HerdTable(r.RollingRes) + "\n" + r.RollingTable(), len(r.RollingRes) > 0},
 		{"Outage", r.OutageTable(), len(r.OutageRes) > 0},
 		{"Overhead", r.OverheadTable(), len(r.OverRes) > 0},
 		{"Parked calls", r.ParkedTable(), len(r.Parked) > 0},
@@ -606,6 +615,7 @@ func (r *Report) Markdown() string {
 func (r *Report) Findings() []string {
 	var out []string
 	out = append(out, r.quotaFindings()...)
+	out = append(out, r.herdFindings()...)
 	out = append(out, r.outageFindings()...)
 	out = append(out, r.redisFindings()...)
 	for _, c := range r.Overhead.Concurrency {

@@ -380,3 +380,99 @@ func TestCommandStatsDiff(t *testing.T) {
 		t.Errorf("sentinel: top-level %d, reached %d; want 13, 1", d.TopLevel, d.Reached)
 	}
 }
+
+func TestHerdTargets(t *testing.T) {
+	h := func(st fakeprovider.Style, setup HerdSetup, dl Deadline, s fakeprovider.Stats) HerdResult {
+		return HerdResult{HerdCase: HerdCase{Style: st, Setup: setup, Deadline: dl}, Callers: 100, Stats: s, Failed: map[string]int{}}
+	}
+	good := [3]int{50, 0, 0}
+	// github: 1 refused in the first window is within its bound.
+	gh := h(fakeprovider.GitHub, HerdOneBroker, DeadlineLong, windows(fakeprovider.GitHub, [3]int{50, 1, 0}, good, good))
+	gh.HeldAtEnd = 50 // held when the run ended: not judged
+	// retry-after: 12 refused in the first window is within a quarter of
+	// the quota; a later window with 2 refusals and an early send, 96%
+	// goodput after the first window, a call held to its deadline.
+	ra := h(fakeprovider.RetryAfter, HerdRedis3, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 12, 3}, [3]int{46, 2, 1}, good))
+	ra.HeldPast, ra.HeldPastExample = 1, "a call held to its deadline"
+	ra.Starved, ra.StarvedExample = 2, "a call held through 3 reopenings"
+	// The rolling row: 13 refused first (over the bound), a failed RPC,
+	// SharedState SERVING 3.5 s after the start, once NOT_SERVING after.
+	ro := h(fakeprovider.RetryAfter, HerdRolling, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 13, 0}, good, good))
+	ro.Failed["Unavailable"] = 1
+	ro.Drained = 4
+	ro.Restart = &RestartInfo{Ready: 3500 * time.Millisecond, SharedServing: 3600 * time.Millisecond}
+	ro.SharedNotServing = 1
+	// Row a has no target.
+	a := h(fakeprovider.RetryAfter, HerdRetryableHTTP, DeadlineShort, windows(fakeprovider.RetryAfter, [3]int{50, 900, 900}, [3]int{50, 900, 900}, good))
+	r := &Report{Herd: HerdParams{Callers: 100, Quota: 50, Windows: 3}, HerdRes: []HerdResult{gh, ra, a}, RollingRes: []HerdResult{ro}}
+	ts := r.Targets()
+	for _, c := range []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{"github, 1 broker, long deadlines, first window: ≤ 1 refused"}, "yes"},
+		{[]string{"github, 1 broker, long", "≤ 1 refused call per gate"}, "yes"},
+		{[]string{"github, 1 broker, long", "goodput"}, "yes"},
+		{[]string{"github, 1 broker, long", "0 early"}, "yes"},
+		{[]string{"github, 1 broker, long", "held to its deadline"}, "yes"},
+		{[]string{"retry-after, 3 replicas, Redis, short deadlines, first window: ≤ 12 refused"}, "yes"},
+		{[]string{"retry-after, 3 replicas", "≤ 1 refused call per gate"}, "**no**"},
+		{[]string{"retry-after, 3 replicas", "goodput"}, "yes"},
+		{[]string{"retry-after, 3 replicas", "0 early"}, "**no**"},
+		{[]string{"retry-after, 3 replicas", "held to its deadline"}, "**no**"},
+		{[]string{"retry-after, 3 replicas", "passed over", "⌈C/Q⌉ = 2"}, "**no**"},
+		{[]string{"github, 1 broker, long", "passed over"}, "yes"},
+		{[]string{"retry-after, rolling restart, short deadlines, first window: ≤ 12 refused"}, "**no**"},
+		{[]string{"retry-after, rolling", "0 broker-caused failed RPCs"}, "**no**"},
+		{[]string{"retry-after, rolling", "SERVING within 3 s"}, "**no**"},
+		{[]string{"retry-after, rolling", "NOT_SERVING after SERVING"}, "**no**"},
+	} {
+		if got := met(t, ts, c.parts...); got != c.want {
+			t.Errorf("%q: met %s, want %s", c.parts, got, c.want)
+		}
+	}
+	for _, x := range ts {
+		if strings.Contains(x.Name, ", a, ") {
+			t.Errorf("row a has a target: %+v", x)
+		}
+	}
+	doc := r.Document("")
+	for _, want := range []string{"## 7. A herd", "| retry-after | a | short | 900, 900 | 900, 0 |", "Rolling restart:", "1 (Unavailable 1); 4 calls ended by the drain"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q", want)
+		}
+	}
+}
+
+func TestReopeningsIn(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := &herdRecorder{start: t0, window: 2 * time.Second}
+	for _, c := range []struct {
+		from, to time.Duration
+		want     int
+	}{
+		{0, 1999 * time.Millisecond, 0},
+		{0, 2 * time.Second, 1}, // sent at the reopening itself
+		{1 * time.Second, 6500 * time.Millisecond, 3},
+		{2 * time.Second, 4 * time.Second, 1}, // started at a reopening: not held through it
+		{5 * time.Second, 5 * time.Second, 0},
+	} {
+		if got := h.reopeningsIn(t0.Add(c.from), t0.Add(c.to)); got != c.want {
+			t.Errorf("reopenings in (%v, %v]: %d, want %d", c.from, c.to, got, c.want)
+		}
+	}
+}
+
+func TestHoldStats(t *testing.T) {
+	var d []time.Duration
+	for i := range 100 {
+		d = append(d, time.Duration(100-i)*time.Millisecond)
+	}
+	s := holdStats(d)
+	if s.Calls != 100 || s.P50 != 51*time.Millisecond || s.P99 != 100*time.Millisecond || s.Max != 100*time.Millisecond {
+		t.Errorf("holdStats: %+v", s)
+	}
+	if (holdStats(nil) != HoldStats{}) {
+		t.Error("holdStats(nil) is not zero")
+	}
+}

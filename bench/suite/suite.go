@@ -70,10 +70,11 @@ type Options struct {
 	// TraceDir, when set, receives one CSV file per quota row with every
 	// arrival at the fake provider (for investigations).
 	TraceDir string
-	// Styles, when not empty, limits the quota scenario to these styles.
+	// Styles, when not empty, limits the quota, herd and rolling
+	// scenarios to these styles.
 	Styles []string
 	// Only, when not empty, limits the run to these scenarios: "quota",
-	// "outage", "overhead", "parked", "scale", "stream".
+	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream".
 	Only []string
 }
 
@@ -99,6 +100,11 @@ type Report struct {
 	// Stream is the streaming scenario (ExecuteStream memory, throughput,
 	// time to first byte); nil when it did not run.
 	Stream *StreamReport
+	// Herd, HerdRes and RollingRes are the herd scenario (issue 18) and
+	// its rolling restart.
+	Herd       HerdParams
+	HerdRes    []HerdResult
+	RollingRes []HerdResult
 	// Errors are scenario failures; the rest of the report stands.
 	Errors []string
 }
@@ -148,6 +154,7 @@ type Sizes struct {
 	Overhead OverheadParams
 	Parked   ParkedParams
 	Scale    ScaleParams
+	Herd     HerdParams
 }
 
 // HerdCallers is the number of callers of the quota rows that show the
@@ -202,6 +209,15 @@ func Params(quick bool) Sizes {
 			Overhead: OverheadParams{Concurrency: []int{1, 16}, Rounds: 2, Round: 60 * time.Millisecond, MaxCallsPerRound: 20_000},
 			Parked:   ParkedParams{Calls: []int{200}, Conns: 2, Hold: 2 * time.Second, Settle: 300 * time.Millisecond},
 			Scale:    ScaleParams{Tenants: []int{1, 1000}, RedisExecutes: 20},
+			Herd: HerdParams{
+				Callers: 10, Quota: 5, Window: time.Second, Windows: 2, ShortDeadline: 1500 * time.Millisecond, MaxCallsPerCaller: 2000,
+				Cases: []HerdCase{
+					{Style: fakeprovider.GitHub, Setup: HerdRetryableHTTP, Deadline: DeadlineShort},
+					{Style: fakeprovider.GitHub, Setup: HerdOneBroker, Deadline: DeadlineLong},
+				},
+				Rolling: []HerdCase{{Style: fakeprovider.RetryAfter, Setup: HerdRolling, Deadline: DeadlineShort}},
+				StopAt:  500 * time.Millisecond, Poll: 100 * time.Millisecond,
+			},
 		}
 	}
 	var cases []QuotaCase
@@ -234,7 +250,30 @@ func Params(quick bool) Sizes {
 		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000},
 		Parked:   ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond},
 		Scale:    ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500},
+		Herd:     herdParams(),
 	}
+}
+
+// herdParams is the full run's herd scenario (issue 18's shape): 100
+// callers, quota 50 per 2 s, 6 windows (12 s), for github and
+// retry-after, long and short deadlines; go-retryablehttp callers, 1
+// broker and 3 replicas on Redis; the rolling restart of one of 3
+// replicas in each style and deadline mode, replica 0 getting SIGTERM in
+// the middle of window 2.
+func herdParams() HerdParams {
+	p := HerdParams{
+		Callers: HerdCallers, Quota: 50, Window: 2 * time.Second, Windows: 6, ShortDeadline: 3 * time.Second, MaxCallsPerCaller: 200_000,
+		StopAt: 5 * time.Second, Poll: 100 * time.Millisecond,
+	}
+	for _, st := range []fakeprovider.Style{fakeprovider.GitHub, fakeprovider.RetryAfter} {
+		for _, dl := range []Deadline{DeadlineLong, DeadlineShort} {
+			for _, setup := range []HerdSetup{HerdRetryableHTTP, HerdOneBroker, HerdRedis3} {
+				p.Cases = append(p.Cases, HerdCase{Style: st, Setup: setup, Deadline: dl})
+			}
+			p.Rolling = append(p.Rolling, HerdCase{Style: st, Setup: HerdRolling, Deadline: dl})
+		}
+	}
+	return p
 }
 
 // Run runs the suite and writes the report and charts. It returns the
@@ -284,7 +323,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		qp.Cases = keep
 	}
-	rep.Quota, rep.Overhead, rep.Outage = qp, op, up
+	rep.Quota, rep.Overhead, rep.Outage, rep.Herd = qp, op, up, sz.Herd
 	want := func(name string) bool {
 		if len(o.Only) == 0 {
 			return true
@@ -310,6 +349,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, r := range rep.QuotaRes {
 			if r.Err != "" {
 				rep.Errors = append(rep.Errors, fmt.Sprintf("quota %s/%s: %s", r.Style, r.Row, r.Err))
+			}
+		}
+	}
+	if want("herd") && ctx.Err() == nil {
+		rep.HerdRes = s.herdRun(ctx, sz.Herd, filterHerd(sz.Herd.Cases, o.Styles), "herd")
+		for _, r := range rep.HerdRes {
+			if r.Err != "" {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("herd %s: %s", r.Label(), r.Err))
+			}
+		}
+	}
+	if want("rolling") && ctx.Err() == nil {
+		rep.RollingRes = s.herdRun(ctx, sz.Herd, filterHerd(sz.Herd.Rolling, o.Styles), "rolling")
+		for _, r := range rep.RollingRes {
+			if r.Err != "" {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("rolling %s: %s", r.Label(), r.Err))
 			}
 		}
 	}
@@ -375,7 +430,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // Scenarios lists the scenario names Options.Only accepts, in run order.
 // "stream" is the streaming scenario, added on main beside these (its own
 // files); it is listed here so that naming it is never refused.
-var Scenarios = []string{"scale", "quota", "outage", "overhead", "parked", "stream"}
+var Scenarios = []string{"scale", "quota", "herd", "rolling", "outage", "overhead", "parked", "stream"}
+
+// filterHerd keeps the cases of the styles named (all when none is).
+func filterHerd(cases []HerdCase, styles []string) []HerdCase {
+	if len(styles) == 0 {
+		return cases
+	}
+	var out []HerdCase
+	for _, c := range cases {
+		if slices.Contains(styles, string(c.Style)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // checkNames refuses unknown scenario and style names, so that a typo
 // does not silently run nothing.

@@ -90,6 +90,25 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("quota %s/%s: %d windows, %d after the first", q.Style, q.Label(), len(q.Stats.Windows), len(q.Later().Windows))
 		}
 	}
+	hp := sz.Herd
+	if len(rep.HerdRes) != len(hp.Cases) || len(rep.RollingRes) != len(hp.Rolling) {
+		t.Errorf("herd rows: %d, rolling rows: %d; want %d, %d", len(rep.HerdRes), len(rep.RollingRes), len(hp.Cases), len(hp.Rolling))
+	}
+	for _, h := range append(append([]suite.HerdResult(nil), rep.HerdRes...), rep.RollingRes...) {
+		if h.Calls == 0 || h.Stats.Accepted == 0 || len(h.Stats.Windows) != hp.Windows || h.Callers != hp.Callers {
+			t.Errorf("herd %s: nothing measured: %+v", h.Label(), h)
+		}
+		// Every broker call is held some time (at least the first
+		// window's queue), and every one is counted in one window.
+		if h.Setup != suite.HerdRetryableHTTP && h.HeldFirst.Calls+h.HeldLater.Calls != h.Calls {
+			t.Errorf("herd %s: %d calls, %d hold times", h.Label(), h.Calls, h.HeldFirst.Calls+h.HeldLater.Calls)
+		}
+	}
+	for _, h := range rep.RollingRes {
+		if rs := h.Restart; rs == nil || rs.Err != "" || rs.Exited <= 0 || rs.Ready <= 0 {
+			t.Errorf("rolling %s: replica 0 not restarted: %+v", h.Label(), h.Restart)
+		}
+	}
 	if len(rep.OutageRes) != len(sz.Outage.Setups) {
 		t.Errorf("outage setups: %d, want %d", len(rep.OutageRes), len(sz.Outage.Setups))
 	}
@@ -160,6 +179,9 @@ func TestQuickRun(t *testing.T) {
 		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
 		"| retry-after | d-cluster | 3 brokers, 3-master Redis Cluster, a different seed node each | 4 |",
 		"retry-after row d-cluster (3 brokers, 3-master Redis Cluster, a different seed node each), 4 callers, after the first window: 0 early sends",
+		"### Herd: more callers than quota, all at once", "| github | a | short |", "| github | 1 broker | long |", "### Herd: side by side", "### Rolling restart", "| retry-after | rolling restart | short |",
+		"github, 1 broker, long deadlines, first window: ≤ 1 refused", "retry-after, rolling restart, short deadlines: 0 broker-caused failed RPCs",
+		"retry-after, rolling restart, short deadlines: the restarted replica reports SharedState SERVING within 3 s of its start",
 		"### Parked calls", "### Scale", "round trips / Execute",
 		"| one server | 1 attempt: plain 200 (reports nothing) |", "| 3-master cluster | 1 attempt: 200 with GitHub quota headers |", "| master + replica + sentinel | 2 attempts: 503 Retry-After: 0, then plain 200 |",
 		"Redis 3-master cluster, 1 attempt: plain 200 (reports nothing): ≤ 1 round trip per Execute",
@@ -173,12 +195,12 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
+	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "## 7. A herd", "benchmarks/herd-refusals-github.png", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("%s lacks %q", doc, want)
 		}
 	}
-	for _, name := range []string{suite.ChartGoodput, suite.ChartWaste, suite.ChartOutage, suite.ChartLatencyClassify, suite.ChartLatencyExecute, suite.ChartRatio} {
+	for _, name := range []string{"herd-refusals-github.png", "herd-refusals-retry-after.png", suite.ChartGoodput, suite.ChartWaste, suite.ChartOutage, suite.ChartLatencyClassify, suite.ChartLatencyExecute, suite.ChartRatio} {
 		f, err := os.Open(filepath.Join(charts, name))
 		if err != nil {
 			t.Error(err)
