@@ -1,9 +1,11 @@
 package providers
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -13,12 +15,14 @@ import (
 )
 
 // FuzzRuleEval runs every built-in entry (rules included) on arbitrary
-// statuses, headers and bodies, and checks what every Reading keeps: no
-// panic, a rule only with a verdict, and a body that NeedsBody says is not
-// read changes nothing.
+// statuses, headers and bodies (up to the peek limit; the seeds include
+// hostile ones), and checks what every Reading keeps: no panic, at most
+// maxRuleAlloc bytes allocated, a rule only with a verdict, and a body that
+// NeedsBody says is not read changes nothing.
 func FuzzRuleEval(f *testing.F) {
 	entries := Builtin().Entries()
-	f.Fuzz(func(t *testing.T, status int, attempt int, k1, v1, k2, v2 string, body []byte) {
+	f.Fuzz(func(t *testing.T, status int, attempt int, k1, v1, k2, v2 string, body []byte, repeat uint16) {
+		body = peekOf(body, repeat)
 		status = 100 + abs(status)%500
 		h := http.Header{}
 		h.Add(k1, v1)
@@ -27,7 +31,11 @@ func FuzzRuleEval(f *testing.F) {
 		noBody := *r
 		noBody.Body = nil
 		for _, e := range entries {
-			got, tr := e.Explain(r)
+			var got Reading
+			var tr Trace
+			if n := allocatedNoGC(func() { got, tr = e.Explain(r) }); n > maxRuleAlloc {
+				t.Fatalf("%s on %d bytes: allocated %d bytes, over %d", e.Name(), len(body), n, maxRuleAlloc)
+			}
 			switch {
 			case got.HasHint && (got.Hint.Delay < 0 || got.Hint.Source == ""):
 				t.Fatalf("%s: bad hint %+v", e.Name(), got.Hint)
@@ -54,6 +62,26 @@ func FuzzRuleEval(f *testing.F) {
 			}
 		}
 	})
+}
+
+// peekOf is body repeated repeat times (at least once), cut to the 64 KiB
+// peek limit. Hostile bodies are long and repetitive; the fuzzer's inputs
+// stay short, which keeps it fast.
+func peekOf(body []byte, repeat uint16) []byte {
+	if repeat > 1 && len(body) > 0 {
+		body = bytes.Repeat(body[:min(len(body), 64<<10)], min(int(repeat), (64<<10)/len(body)+1))
+	}
+	return body[:min(len(body), 64<<10)]
+}
+
+// allocatedNoGC returns the bytes f allocates, without the collection
+// allocated runs first (a fuzz target calls it on every input).
+func allocatedNoGC(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 func abs(n int) int {
@@ -213,9 +241,12 @@ func FuzzRateLimitPolicy(f *testing.F) {
 
 // FuzzCompileRule compiles arbitrary rule expressions: Compile never
 // panics, reports errors with a path, and a rule that compiles evaluates
-// without panicking.
+// without panicking, on any body within the peek limit, allocating at most
+// maxRuleAlloc bytes (the seeds include issue 17's hostile rules and
+// bodies).
 func FuzzCompileRule(f *testing.F) {
-	f.Fuzz(func(t *testing.T, when, delay string, body []byte) {
+	f.Fuzz(func(t *testing.T, when, delay string, body []byte, repeat uint16) {
+		body = peekOf(body, repeat)
 		spec := EntrySpec{Name: "fuzz", Rules: []RuleSpec{{Name: "r", When: when, Action: "retry", Delay: &DelaySpec{Expr: delay}}}}
 		e, errs := Compile(spec)
 		if (e == nil) == (len(errs) == 0) {
@@ -228,7 +259,11 @@ func FuzzCompileRule(f *testing.F) {
 		}
 		if e != nil {
 			r := &Response{Status: 429, Header: http.Header{"Retry-After": {"1"}}, Body: body, Now: now}
-			if got := e.Read(r); got.HasHint && got.Hint.Delay < 0 {
+			var got Reading
+			if n := allocatedNoGC(func() { got = e.Read(r) }); n > maxRuleAlloc {
+				t.Fatalf("%q / %q on %d bytes: allocated %d bytes, over %d", when, delay, len(body), n, maxRuleAlloc)
+			}
+			if got.HasHint && got.Hint.Delay < 0 {
 				t.Fatalf("negative delay %+v", got)
 			}
 		}

@@ -36,7 +36,11 @@ const (
 // is the costly part of CEL; compiling an expression in it is cheap, which
 // is what lets a configuration with many custom providers load fast.
 var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
+	bounded, err := boundedFunctions()
+	if err != nil {
+		return nil, err
+	}
+	opts := []cel.EnvOption{
 		cel.Variable(celStatus, cel.IntType),
 		cel.Variable(celMethod, cel.StringType),
 		cel.Variable(celAttempt, cel.IntType),
@@ -47,9 +51,10 @@ var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.CrossTypeNumericComparisons(true),
 		ext.Strings(),
 		ext.Math(),
-		ext.Lists(),
+		ext.Lists(ext.ListsMaxRangeSize(MaxRuleListLen)),
 		ext.Bindings(),
-	)
+	}
+	return cel.NewEnv(append(opts, bounded...)...)
 })
 
 // celProgram is one compiled expression.
@@ -86,7 +91,16 @@ func compileCEL(src string, accept func(*cel.Type) bool, want string) (*celProgr
 	if t := ast.OutputType(); !accept(t) {
 		return nil, []celIssue{{line: 1, column: 1, msg: fmt.Sprintf("expression has type %s, want %s", t, want)}}
 	}
-	prg, err := env.Program(ast, cel.CostLimit(RuleCostLimit), cel.EvalOptions(cel.OptOptimize))
+	if bad := findUnbounded(ast); len(bad) > 0 {
+		var out []celIssue
+		for _, b := range bad {
+			loc := ast.NativeRep().SourceInfo().GetStartLocation(b.id)
+			out = append(out, celIssue{line: loc.Line(), column: loc.Column() + 1, msg: b.msg})
+		}
+		return nil, out
+	}
+	prg, err := env.Program(ast, cel.CostLimit(RuleCostLimit), cel.EvalOptions(cel.OptOptimize),
+		cel.InterruptCheckFrequency(MaxRuleIterations))
 	if err != nil {
 		return nil, []celIssue{{msg: err.Error()}}
 	}
@@ -179,7 +193,7 @@ var errNotBool = errors.New("condition did not yield a bool")
 // evalBool evaluates a condition. An evaluation error, or a result that is
 // not a bool, is reported as an error: the rule does not match.
 func (p *celProgram) evalBool(in *ruleInput) (bool, error) {
-	out, _, err := p.prg.Eval(in)
+	out, _, err := p.prg.ContextEval(stepLimit, in)
 	if err != nil {
 		return false, err
 	}
@@ -194,7 +208,7 @@ func (p *celProgram) evalBool(in *ruleInput) (bool, error) {
 // seconds. Negative results give 0; NaN, infinities and values beyond
 // time.Duration are errors.
 func (p *celProgram) evalDelay(in *ruleInput) (time.Duration, error) {
-	out, _, err := p.prg.Eval(in)
+	out, _, err := p.prg.ContextEval(stepLimit, in)
 	if err != nil {
 		return 0, err
 	}

@@ -49,7 +49,10 @@ func WriteMarkdown(w io.Writer, c *Catalog) error {
 		Hosts   []hostRow
 		Formats []FormatInfo
 		Cost    int
-	}{c.Version(), c.Entries(), rows, Formats(), RuleCostLimit}
+		Steps   int
+		Value   int
+		List    int
+	}{c.Version(), c.Entries(), rows, Formats(), RuleCostLimit, MaxRuleIterations, MaxRuleValueBytes >> 20, MaxRuleListLen}
 	if err := t.Execute(w, data); err != nil {
 		return fmt.Errorf("docs template: %w", err)
 	}

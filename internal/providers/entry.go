@@ -3,8 +3,10 @@ package providers
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,6 +102,19 @@ type rule struct {
 	reason    string
 	delay     *delayStep
 	needsBody bool
+	// failed is set at the rule's first evaluation error, which is logged
+	// once; later errors are not.
+	failed atomic.Bool
+}
+
+// reportError logs the rule's first evaluation error (the rule does not
+// match). The error names what failed (a bound, a missing field), never
+// the response's values.
+func (ru *rule) reportError(err error) {
+	if ru.failed.CompareAndSwap(false, true) {
+		slog.Warn("provider rule failed to evaluate; it does not match (logged once per rule)",
+			"rule", ru.name, "error", err.Error())
+	}
 }
 
 // delayStep is a compiled DelaySpec.
@@ -252,6 +267,9 @@ func (e *Entry) applyRules(r *Response, out *Reading, tr *Trace) {
 		rt := RuleTrace{Name: ru.name, Matched: matched}
 		if err != nil {
 			rt.Err = err.Error()
+			if errRuleLimit(err) {
+				ru.reportError(err)
+			}
 		}
 		if !matched {
 			if tr != nil {
