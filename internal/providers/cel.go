@@ -187,6 +187,10 @@ func (in *ruleInput) parsedBody() ref.Val {
 // Parent implements interpreter.Activation.
 func (in *ruleInput) Parent() interpreter.Activation { return nil }
 
+// errNegativeDelay is returned for a delay expression that yields a
+// negative delay: an invalid hint, as a negative header value is.
+var errNegativeDelay = errors.New("delay is negative")
+
 // errNotBool is returned when a condition yields a value that is not a bool.
 var errNotBool = errors.New("condition did not yield a bool")
 
@@ -205,8 +209,10 @@ func (p *celProgram) evalBool(in *ruleInput) (bool, error) {
 }
 
 // evalDelay evaluates a delay expression: a duration, or a number of
-// seconds. Negative results give 0; NaN, infinities and values beyond
-// time.Duration are errors.
+// seconds. It obeys what every hint obeys: a negative delay, NaN,
+// infinities and values beyond time.Duration are invalid (an error), so
+// that the rule's retry falls back to backoff, as an invalid header or body
+// hint does. Zero is valid (retry at once).
 func (p *celProgram) evalDelay(in *ruleInput) (time.Duration, error) {
 	out, _, err := p.prg.ContextEval(stepLimit, in)
 	if err != nil {
@@ -219,7 +225,10 @@ func (p *celProgram) evalDelay(in *ruleInput) (time.Duration, error) {
 func delayOf(v ref.Val, unit time.Duration) (time.Duration, error) {
 	switch x := v.(type) {
 	case types.Duration:
-		return max(x.Duration, 0), nil
+		if x.Duration < 0 {
+			return 0, errNegativeDelay
+		}
+		return x.Duration, nil
 	case types.Int:
 		return scaleDelay(float64(x), unit)
 	case types.Uint:
@@ -234,7 +243,10 @@ func scaleDelay(n float64, unit time.Duration) (time.Duration, error) {
 	if math.IsNaN(n) {
 		return 0, errors.New("delay is NaN")
 	}
-	if n <= 0 {
+	if n < 0 {
+		return 0, errNegativeDelay
+	}
+	if n == 0 {
 		return 0, nil
 	}
 	ns := n * float64(unit)

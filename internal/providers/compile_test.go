@@ -180,6 +180,11 @@ func TestRuleDelaySources(t *testing.T) {
 		{Name: "nested", When: `has(body.a)`, Action: "retry", Delay: &DelaySpec{Body: "a.b"}},
 		{Name: "dur", When: `method == "PUT"`, Action: "retry", Delay: &DelaySpec{Expr: `duration("1m30s")`}},
 		{Name: "neg", When: `status == 418`, Action: "retry", Delay: &DelaySpec{Expr: `-3`}},
+		{Name: "neg_field", When: `status == 409 && has(body.wait)`, Action: "retry", Delay: &DelaySpec{Expr: `double(body.wait) / 1000.0`}},
+		{Name: "neg_dur", When: `status == 410`, Action: "retry", Delay: &DelaySpec{Expr: `duration("-5s")`}},
+		{Name: "nan", When: `status == 411`, Action: "retry", Delay: &DelaySpec{Expr: `0.0 / 0.0`}},
+		{Name: "huge", When: `status == 412`, Action: "retry", Delay: &DelaySpec{Expr: `1e300`}},
+		{Name: "zero", When: `status == 413`, Action: "retry", Delay: &DelaySpec{Expr: `0`}},
 	}})
 	if errs != nil {
 		t.Fatal(errs)
@@ -198,7 +203,14 @@ func TestRuleDelaySources(t *testing.T) {
 		{429, "", nil, `{"wait_ms": "1500"}`, "t/field", nil},
 		{429, "", nil, `{"a": {"b": 2.5}}`, "t/nested", &Hint{2500 * time.Millisecond, "body:a.b"}},
 		{429, "PUT", nil, "", "t/dur", &Hint{90 * time.Second, "rule:t/dur"}},
-		{418, "", nil, "", "t/neg", &Hint{0, "rule:t/neg"}},
+		// Issue 17 defect 6: a negative, NaN or overflowing delay from an
+		// expression is an invalid hint (backoff), as from a header.
+		{418, "", nil, "", "t/neg", nil},
+		{409, "", nil, `{"wait": -5000}`, "t/neg_field", nil},
+		{410, "", nil, "", "t/neg_dur", nil},
+		{411, "", nil, "", "t/nan", nil},
+		{412, "", nil, "", "t/huge", nil},
+		{413, "", nil, "", "t/zero", &Hint{0, "rule:t/zero"}},
 		{429, "GET", nil, "", "", nil},
 	}
 	for i, c := range cases {
