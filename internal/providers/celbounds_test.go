@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/google/cel-go/common/types"
 )
 
 // maxRuleAlloc is the bound on the bytes one classification may allocate
@@ -119,5 +121,38 @@ func TestUnboundedRulesAreRefused(t *testing.T) {
 		if _, errs := Compile(EntrySpec{Name: "op", Rules: []RuleSpec{{Name: "r", When: ok, Action: "retry"}}}); len(errs) > 0 {
 			t.Errorf("%s: %v", ok, errs)
 		}
+	}
+}
+
+// TestMalformedArrayIsBad (issue 17 defect 10): a malformed array that a
+// rule reaches is an error, as a malformed object is, never the part
+// before the fault.
+func TestMalformedArrayIsBad(t *testing.T) {
+	for _, c := range []struct{ body, when string }{
+		{`[1 2]`, `body.size() >= 0`},
+		{`[1 2]`, `1.0 in body`},
+		{`[1,2,]`, `body.size() == 2`},
+		{`{"l":[1 2]}`, `body.l.size() >= 0`},
+		{`{"l":[1 2]}`, `body.l.exists(x, true)`},
+		{`{"l":[{"a":1 "b":2}]}`, `body.l.exists(x, x.size() >= 0)`},
+		{`{"a":1 "b":2}`, `body.size() >= 0`},
+		{`{"l":[[1] [2]]}`, `body.l.size() >= 0`},
+	} {
+		e, errs := Compile(EntrySpec{Name: "t", Rules: []RuleSpec{{Name: "r", When: c.when, Action: "retry"}}})
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		if got, tr := e.Explain(&Response{Status: 400, Body: []byte(c.body), Now: now}); got.Rule != "" || len(tr.Rules) != 1 || !strings.Contains(tr.Rules[0].Err, "malformed") {
+			t.Errorf("%s on %s: %+v %+v, want an error", c.when, c.body, got, tr.Rules)
+		}
+	}
+	v := parseJSONBody([]byte(`[1 2]`))
+	if !types.IsError(v) {
+		t.Fatalf("[1 2] is %v, want an error", v)
+	}
+	// Well-formed neighbours still read.
+	e, _ := Compile(EntrySpec{Name: "t", Rules: []RuleSpec{{Name: "r", When: `body.l.size() == 2 && body.l[1].a == 2.0`, Action: "retry"}}})
+	if got := e.Read(&Response{Status: 400, Body: []byte(`{"l":[1, {"a": 2}], "m": [1 2]}`), Now: now}); got.Rule != "t/r" {
+		t.Errorf("well-formed part: %+v", got)
 	}
 }

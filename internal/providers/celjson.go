@@ -54,9 +54,13 @@ func jsonValueOf(raw []byte) ref.Val {
 	}
 	switch c := raw[0]; {
 	case c == '{':
-		return &jsonObject{raw: raw}
+		return checkedObject(&jsonObject{raw: raw})
 	case c == '[':
-		return &jsonArray{raw: raw}
+		a := &jsonArray{raw: raw}
+		if a.index(); a.bad {
+			return errMalformedArray
+		}
+		return a
 	case c == '"':
 		s, ok := decodeJSONString(raw)
 		if !ok {
@@ -78,6 +82,23 @@ func jsonValueOf(raw []byte) ref.Val {
 		return types.Double(f)
 	}
 	return types.NewErr("invalid JSON value")
+}
+
+// Errors of malformed containers: an object or array a rule reaches is
+// indexed then, and one whose members do not parse (`[1 2]`, `{"a":1
+// "b":2}`, a trailing comma) is this error rather than the part before the
+// fault, so that a rule never decides on half a body.
+var (
+	errMalformedObject = types.NewErr("malformed JSON object")
+	errMalformedArray  = types.NewErr("malformed JSON array")
+)
+
+// checkedObject indexes o and returns it, or errMalformedObject.
+func checkedObject(o *jsonObject) ref.Val {
+	if o.index(); o.bad {
+		return errMalformedObject
+	}
+	return o
 }
 
 // validJSONNumber reports whether b is exactly an RFC 8259 number.
@@ -147,6 +168,17 @@ func decodeJSONString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// hasControl reports whether b holds a control character, which a JSON
+// string may not hold unescaped.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // skipWS returns the index of the first non-whitespace byte at or after i.
@@ -343,7 +375,7 @@ func (o *jsonObject) index() {
 			return
 		}
 		m := jsonMember{ks: int32(i + 1), ke: int32(kend - 1)}
-		if k := b[i+1 : kend-1]; bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) {
+		if k := b[i+1 : kend-1]; bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) || hasControl(k) {
 			s, ok := decodeJSONString(b[i:kend])
 			if !ok {
 				o.bad = true
@@ -514,6 +546,7 @@ type jsonArray struct {
 	elems   [][]byte
 	vals    []ref.Val // converted elements, built on first use
 	indexed bool
+	bad     bool // the elements do not parse; jsonValueOf gives an error instead
 }
 
 func (a *jsonArray) index() {
@@ -530,18 +563,28 @@ func (a *jsonArray) index() {
 	for i < len(b) {
 		end, ok := skipValue(b, i)
 		if !ok {
+			a.bad = true
 			return
 		}
 		a.elems = append(a.elems, b[i:end])
 		i = skipWS(b, end)
-		if i >= len(b) || b[i] == ']' {
+		if i >= len(b) {
+			a.bad = true
+			return
+		}
+		if b[i] == ']' {
+			if i != len(b)-1 {
+				a.bad = true
+			}
 			return
 		}
 		if b[i] != ',' {
+			a.bad = true
 			return
 		}
 		i = skipWS(b, i+1)
 	}
+	a.bad = true
 }
 
 // values returns the converted elements, converting each once.
@@ -556,7 +599,7 @@ func (a *jsonArray) values() []ref.Val {
 					objs = make([]jsonObject, len(a.elems))
 				}
 				objs[i].raw = e
-				a.vals[i] = &objs[i]
+				a.vals[i] = checkedObject(&objs[i])
 				continue
 			}
 			a.vals[i] = jsonValueOf(e)
