@@ -41,6 +41,8 @@ func FuzzRuleEval(f *testing.F) {
 				t.Fatalf("%s: bad hint %+v", e.Name(), got.Hint)
 			case !got.HasHint && got.Hint != (Hint{}):
 				t.Fatalf("%s: stray hint %+v", e.Name(), got.Hint)
+			case got.NotExecuted && got.Verdict != VerdictRetry:
+				t.Fatalf("%s: not executed without a retry verdict: %+v", e.Name(), got)
 			case got.Rule != "" && (got.Verdict == VerdictNone || !strings.HasPrefix(got.Rule, e.Name()+"/")):
 				t.Fatalf("%s: rule %q with verdict %v", e.Name(), got.Rule, got.Verdict)
 			case got.HasQuota && (got.Quota.Remaining < 0 || got.Quota.Source == "" || got.Quota.Reset.IsZero()):

@@ -314,3 +314,62 @@ func TestCatalogWithHostPrecedence(t *testing.T) {
 		t.Error("With() copies")
 	}
 }
+
+// TestNotExecutedMarks: not_executed names should_retry headers (any case)
+// and marks retry rules only; the Reading says which signal spoke.
+func TestNotExecutedMarks(t *testing.T) {
+	_, errs := Compile(EntrySpec{
+		Name: "t", ShouldRetry: []string{"X-A"}, NotExecuted: []string{"x-a", "X-B"},
+		Rules: []RuleSpec{{Name: "r", When: "true", Action: "do_not_retry", Reason: "x", NotExecuted: true}},
+	})
+	paths := map[string]bool{}
+	for _, se := range errs {
+		paths[se.Path] = true
+	}
+	if len(errs) != 2 || !paths["not_executed[1]"] || !paths["rules[0].not_executed"] {
+		t.Fatalf("errors %v, want not_executed[1] and rules[0].not_executed", errs)
+	}
+	e, errs := Compile(EntrySpec{
+		Name: "t", ShouldRetry: []string{"X-A", "X-B"}, NotExecuted: []string{"x-a"},
+		Rules: []RuleSpec{
+			{Name: "marked", Statuses: []int{429}, When: "true", Action: "retry", NotExecuted: true},
+			{Name: "plain", Statuses: []int{503}, When: "true", Action: "retry"},
+			{Name: "stop", Statuses: []int{400}, When: "true", Action: "do_not_retry", Reason: "x"},
+		},
+	})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	for _, c := range []struct {
+		status int
+		h      []hdr
+		want   bool
+	}{
+		{409, []hdr{{"X-A", "true"}}, true},
+		{409, []hdr{{"X-A", "false"}}, false},
+		{409, []hdr{{"X-B", "true"}}, false},
+		{429, nil, true},
+		{503, nil, false},
+		{503, []hdr{{"X-A", "true"}}, true}, // the header said so; the rule does not unsay it
+		{400, []hdr{{"X-A", "true"}}, false},
+	} {
+		if got := e.Read(response(c.status, c.h, "")); got.NotExecuted != c.want {
+			t.Errorf("%d %v: %+v, want NotExecuted %v", c.status, c.h, got, c.want)
+		}
+	}
+	lookup := func(name string) *Entry {
+		e, ok := Builtin().Lookup(name)
+		if !ok {
+			t.Fatal(name)
+		}
+		return e
+	}
+	for _, name := range []string{"openai", "anthropic"} {
+		if got := lookup(name).Read(response(429, []hdr{{"x-should-retry", "true"}}, "")); !got.NotExecuted {
+			t.Errorf("%s: x-should-retry: true is not marked not_executed", name)
+		}
+	}
+	if got := lookup("stripe").Read(response(409, []hdr{{"Stripe-Should-Retry", "true"}}, "")); got.NotExecuted {
+		t.Error("stripe's Stripe-Should-Retry is marked not_executed; Stripe does not document it so")
+	}
+}

@@ -28,7 +28,13 @@ func WriteMarkdown(w io.Writer, c *Catalog) error {
 		"quotas":  describeQuotas,
 		"hosts":   func(e *Entry) string { return codeList(e.Hosts()) },
 		"extra":   func(e *Entry) string { return joinInts(e.ExtraRetryableStatuses(), ", ") },
-		"verdict": func(e *Entry) string { return codeList(e.Spec().ShouldRetry) },
+		"verdict": func(e *Entry) string {
+			out := codeList(e.Spec().ShouldRetry)
+			if ne := e.Spec().NotExecuted; len(ne) > 0 {
+				out += "; `true` from " + codeList(ne) + " is **not_executed**: the request was not executed, so a retry is safe for any method"
+			}
+			return out
+		},
 		"scope":   describeScope,
 		"delay":   describeDelay,
 		"bodyfor": describeBodyNeeds,
