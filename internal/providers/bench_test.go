@@ -78,6 +78,7 @@ func BenchmarkHostileRule(b *testing.B) {
 		{"replace", `body_text.replace(",", "` + strings.Repeat("x", 64) + `").size() > 1`, hostileCommas},
 		{"map_join", `body.map(x, body_text).join().size() > 1`, arr},
 		{"nested_exists", `body.exists(x, body.exists(y, x != y))`, arr},
+		{"json_compare", `body.map(x, body == body).size() > 0`, arr},
 		{"quote", `body.map(x, strings.quote(body_text)).size() > 1`, arr},
 	} {
 		e, errs := Compile(EntrySpec{Name: "op", Rules: []RuleSpec{{Name: "r", When: c.when, Action: "retry"}}})

@@ -100,7 +100,7 @@ func compileCEL(src string, accept func(*cel.Type) bool, want string) (*celProgr
 		return nil, out
 	}
 	prg, err := env.Program(ast, cel.CostLimit(RuleCostLimit), cel.EvalOptions(cel.OptOptimize),
-		cel.InterruptCheckFrequency(MaxRuleIterations))
+		cel.InterruptCheckFrequency(MaxRuleIterations), costTrackers())
 	if err != nil {
 		return nil, []celIssue{{msg: err.Error()}}
 	}
@@ -136,6 +136,9 @@ type ruleInput struct {
 	bodyText ref.Val
 	bodyDone bool
 	textDone bool
+	// meter bounds the comparisons of body values, for every rule of one
+	// Read.
+	meter jsonMeter
 }
 
 var _ interpreter.Activation = (*ruleInput)(nil)
@@ -179,7 +182,7 @@ func (in *ruleInput) ResolveName(name string) (any, bool) {
 func (in *ruleInput) parsedBody() ref.Val {
 	if !in.bodyDone {
 		in.bodyDone = true
-		in.body = parseJSONBody(in.r.Body)
+		in.body = parseJSONBodyMetered(in.r.Body, &in.meter)
 	}
 	return in.body
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 	"github.com/google/cel-go/parser"
 )
 
@@ -38,7 +39,7 @@ const (
 	// every comprehension it runs. CEL's cost tracker does work that grows
 	// with the square of a comprehension's length, so this, not the cost
 	// limit, is what keeps a rule over a long list fast.
-	MaxRuleIterations = 2_000
+	MaxRuleIterations = 1_000
 	// maxDistinctScan bounds the elements of a distinct() whose elements
 	// are not all scalars: such a distinct compares every pair.
 	maxDistinctScan = 1_000
@@ -60,6 +61,23 @@ var stepLimit = func() context.Context {
 	cancel(errTooManySteps)
 	return ctx
 }()
+
+// costTrackers charges functions whose work per byte is well above what
+// CEL charges them (0.1 a byte): strings.quote escapes every rune into a
+// new string, so it costs a unit per byte of its input and of its result.
+func costTrackers() cel.ProgramOption {
+	return cel.CostTrackerOptions(
+		interpreter.OverloadCostTracker("strings_quote", func(args []ref.Val, result ref.Val) *uint64 {
+			n := uint64(1)
+			for _, v := range append(args, result) {
+				if s, ok := v.(types.String); ok {
+					n += uint64(len(s))
+				}
+			}
+			return &n
+		}),
+	)
+}
 
 // boundedFunctions returns the environment options that replace the
 // value-building overloads of the strings and lists extensions (and of
@@ -334,16 +352,64 @@ type unboundedCall struct {
 //     costs far more memory than the cost limit charges;
 //   - replace with a replacement that is not a string literal: its result
 //     grows with the product of two sizes the response sets (a 64 KiB body
-//     of commas replaced by itself is 4 GiB).
+//     of commas replaced by itself is 4 GiB);
+//   - + on lists (CEL concatenates them lazily, so doubling is free) or on
+//     dynamic values;
+//   - a list or map held by a variable, a field or a call's result, put
+//     into another list or map (a list literal, map(), a map literal, or
+//     laundered through dyn() or a conditional): ten such levels of ten
+//     references are 10^10 elements to one ==, in no memory at all.
 func findUnbounded(a *cel.Ast) []unboundedCall {
 	var out []unboundedCall
+	native := a.NativeRep()
+	// nested reports whether e puts a list or a map that it does not
+	// write out (a variable, a field, a call's result) inside another.
+	nested := func(e ast.Expr) bool {
+		switch e.Kind() {
+		case ast.ListKind, ast.MapKind, ast.LiteralKind:
+			return false
+		}
+		return holdsContainer(native.GetType(e.ID()))
+	}
+	const nestedMsg = "a rule cannot put a list or a map it did not write out into another list or map (directly, through map(), dyn() or a conditional): " +
+		"a few such steps make a value whose comparison takes the product of their sizes"
+	// formatArgs holds the argument lists of format(): format only renders
+	// them, within its own bound.
+	formatArgs := map[int64]bool{}
 	visit := ast.NewExprVisitor(func(e ast.Expr) {
-		if e.Kind() != ast.CallKind {
+		switch e.Kind() {
+		case ast.ListKind:
+			if formatArgs[e.ID()] {
+				return
+			}
+			for _, el := range e.AsList().Elements() {
+				if nested(el) {
+					out = append(out, unboundedCall{el.ID(), nestedMsg})
+				}
+			}
+			return
+		case ast.MapKind:
+			for _, en := range e.AsMap().Entries() {
+				if v := en.AsMapEntry().Value(); nested(v) {
+					out = append(out, unboundedCall{v.ID(), nestedMsg})
+				}
+			}
+			return
+		case ast.CallKind:
+		default:
 			return
 		}
 		c := e.AsCall()
 		args := c.Args()
+		if c.FunctionName() == "format" && len(args) == 1 {
+			formatArgs[args[0].ID()] = true
+		}
 		switch {
+		case c.FunctionName() == "dyn" && len(args) == 1 && nested(args[0]):
+			out = append(out, unboundedCall{args[0].ID(), nestedMsg})
+		case c.FunctionName() == operators.Conditional && len(args) == 3 && native.GetType(e.ID()).Kind() == types.DynKind &&
+			(nested(args[1]) || nested(args[2])):
+			out = append(out, unboundedCall{e.ID(), nestedMsg})
 		case c.FunctionName() == overloads.Matches && len(args) >= 1 && !isStringLiteral(args[len(args)-1]):
 			out = append(out, unboundedCall{e.ID(), "the pattern of matches() must be a string literal: a pattern from the response could cost without bound"})
 		case c.FunctionName() == "replace" && c.IsMemberFunction() && len(args) >= 2 && !isStringLiteral(args[1]):
@@ -365,6 +431,23 @@ func findUnbounded(a *cel.Ast) []unboundedCall {
 	})
 	ast.PreOrderVisit(a.NativeRep().Expr(), visit)
 	return out
+}
+
+// holdsContainer reports whether a value of type t is a list or a map, or
+// an optional one.
+func holdsContainer(t *types.Type) bool {
+	if t == nil {
+		return false
+	}
+	switch t.Kind() {
+	case types.ListKind, types.MapKind:
+		return true
+	case types.OpaqueKind:
+		if t.TypeName() == "optional_type" && len(t.Parameters()) == 1 {
+			return holdsContainer(t.Parameters()[0])
+		}
+	}
+	return false
 }
 
 // isAccumulator reports whether e is the accumulator of a comprehension

@@ -58,7 +58,8 @@ func WriteMarkdown(w io.Writer, c *Catalog) error {
 		Steps   int
 		Value   int
 		List    int
-	}{c.Version(), c.Entries(), rows, Formats(), RuleCostLimit, MaxRuleIterations, MaxRuleValueBytes >> 20, MaxRuleListLen}
+		Compare int
+	}{c.Version(), c.Entries(), rows, Formats(), RuleCostLimit, MaxRuleIterations, MaxRuleValueBytes >> 20, MaxRuleListLen, MaxRuleCompareBytes >> 20}
 	if err := t.Execute(w, data); err != nil {
 		return fmt.Errorf("docs template: %w", err)
 	}
