@@ -27,12 +27,14 @@ import (
 // functions below check the size of their result before they build it,
 // and fail (the rule does not match) when it would pass these bounds.
 const (
-	// MaxRuleValueBytes bounds a string or bytes value a rule builds
-	// (replace, join, format, concatenation), in bytes.
+	// MaxRuleValueBytes bounds a string a rule builds with replace, join
+	// or format, in bytes. (Concatenation with + builds no more than its
+	// operands, and the cost limit charges it by the byte.)
 	MaxRuleValueBytes = 1 << 20
-	// MaxRuleListLen bounds the elements of a list a rule builds (split,
-	// lists.range, flatten, list concatenation and so the result of map
-	// and filter).
+	// MaxRuleListLen bounds the elements of a list a rule builds with
+	// split, lists.range or flatten, or joins. (map and filter build one
+	// element a step, within MaxRuleIterations; + on lists is refused at
+	// load.)
 	MaxRuleListLen = 1 << 16
 	// MaxRuleIterations bounds the comprehension steps (exists, all, map,
 	// filter, cel.bind, sortBy...) of one rule evaluation, summed over
@@ -69,7 +71,10 @@ func costTrackers() cel.ProgramOption {
 	return cel.CostTrackerOptions(
 		interpreter.OverloadCostTracker("strings_quote", func(args []ref.Val, result ref.Val) *uint64 {
 			n := uint64(1)
-			for _, v := range append(args, result) {
+			if s, ok := result.(types.String); ok {
+				n += uint64(len(s))
+			}
+			for _, v := range args {
 				if s, ok := v.(types.String); ok {
 					n += uint64(len(s))
 				}
@@ -80,10 +85,10 @@ func costTrackers() cel.ProgramOption {
 }
 
 // boundedFunctions returns the environment options that replace the
-// value-building overloads of the strings and lists extensions (and of
-// with versions that check the size
-// of their result first. The replaced implementations are taken from an
-// environment with the same extensions, so the semantics stay CEL's.
+// value-building overloads of the strings and lists extensions (replace,
+// join, split, format, flatten, distinct) with versions that check the
+// size of their result first. The replaced implementations are taken from
+// an environment with the same extensions, so the semantics stay CEL's.
 func boundedFunctions() ([]cel.EnvOption, error) {
 	base, err := cel.NewEnv(ext.Strings(), ext.Lists())
 	if err != nil {
