@@ -48,6 +48,7 @@ type providerDoc struct {
 	RetryStatuses *statuses  `yaml:"retry_statuses"`
 	Hints         *hintDocs  `yaml:"hints"`
 	ShouldRetry   *strs      `yaml:"should_retry"`
+	NotExecuted   *strs      `yaml:"not_executed"`
 	Quotas        *quotaDocs `yaml:"quotas"`
 	Scope         *scopeDoc  `yaml:"scope"`
 	Rules         *ruleDocs  `yaml:"rules"`
@@ -114,6 +115,7 @@ type ruleDoc struct {
 	Action       *str      `yaml:"action"`
 	Reason       *str      `yaml:"reason"`
 	Delay        *delayDoc `yaml:"delay"`
+	NotExecuted  *boolean  `yaml:"not_executed"`
 }
 
 // UnmarshalYAML decodes a rule. A rule without a name is refused here: an
@@ -193,6 +195,7 @@ func (r *ruleDoc) spec() providers.RuleSpec {
 	s := providers.RuleSpec{
 		Name: textOf(r.Name), Statuses: statusesOf(r.Statuses), BodyContains: textsOf(r.BodyContains),
 		When: textOf(r.When), Action: textOf(r.Action), Reason: textOf(r.Reason),
+		NotExecuted: r.NotExecuted != nil && r.NotExecuted.V,
 	}
 	if d := r.Delay; d != nil {
 		s.Delay = &providers.DelaySpec{
@@ -239,6 +242,9 @@ func (d *providerDoc) spec(name string, base providers.EntrySpec, derived bool) 
 	}
 	if d.ShouldRetry != nil {
 		spec.ShouldRetry = textsOf(d.ShouldRetry)
+	}
+	if d.NotExecuted != nil {
+		spec.NotExecuted = textsOf(d.NotExecuted)
 	}
 	if d.Quotas != nil {
 		spec.Quotas = make([]providers.QuotaSpec, len(d.Quotas.Items))

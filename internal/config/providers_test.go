@@ -74,6 +74,19 @@ func TestProviderErrors(t *testing.T) {
 			"entry that is not a mapping", "version: 1\nproviders:\n  corp: [hints]\n" + tenantsA,
 			"providers.corp", "want a provider", "[hints]", "",
 		},
+		// not_executed (issue 18 item 5).
+		{
+			"not_executed names a header that is not a verdict header", "version: 1\nproviders:\n  corp:\n    should_retry: [X-Retry]\n    not_executed: [X-Retry, X-Other]\n" + tenantsA,
+			"providers.corp.not_executed[1]", "is not one of should_retry's headers", "X-Other]", "",
+		},
+		{
+			"not_executed on a do_not_retry rule", "version: 1\nproviders:\n  corp:\n    rules:\n      - {name: r, when: 'true', action: do_not_retry, reason: x, not_executed: true}\n" + tenantsA,
+			"providers.corp.rules[0].not_executed", "only a retry rule", "true}", "",
+		},
+		{
+			"not_executed that is not a bool", "version: 1\nproviders:\n  corp:\n    rules:\n      - {name: r, when: 'true', action: retry, not_executed: yes}\n" + tenantsA,
+			"providers.corp.rules[0].not_executed", "", "yes}", "",
+		},
 		// Names and extends.
 		{
 			"invalid name", "version: 1\nproviders:\n  Corp_API: {}\n" + tenantsA,
@@ -377,7 +390,7 @@ func TestProvidersExample(t *testing.T) {
 		t.Fatal("corp-api must be in the file's catalog")
 	}
 	e, _ := b.Catalog.Lookup("corp-batch")
-	if o := e.Origin(); o != exampleProviders+":44, tenant team-b, extends corp-api" {
+	if o := e.Origin(); o != exampleProviders+":53, tenant team-b, extends corp-api" {
 		t.Errorf("origin %q", o)
 	}
 }
@@ -540,7 +553,7 @@ func TestProvidersReloadKeepsLastGood(t *testing.T) {
 	replaceFile(t, path, bad)
 	err = h.Reload()
 	var ce *Error
-	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != "providers.corp-api.rules[0].when" || ce.Problems[0].Line != 23 {
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != "providers.corp-api.rules[0].when" || ce.Problems[0].Line != 30 {
 		t.Fatalf("reload error: %v", err)
 	}
 	if metric(t, reg, "retrybroker_config_reload_failures_total", "") != 1 {

@@ -200,7 +200,9 @@ func (p *Policy) decide(in *Input, rnd Rand, d *Decision) {
 		d.Reason = ReasonProviderForbidsRetry
 	case !p.statusRetryable(resp.Status, &reading, reader):
 		d.Reason = ReasonStatusNotRetryable
-	case !p.RetryUnsafeMethods && !in.HasIdempotencyKey && !IsSafeMethod(in.Method):
+	case !p.RetryUnsafeMethods && !in.HasIdempotencyKey && !IsSafeMethod(in.Method) && !reading.NotExecuted:
+		// A provider's signal that the request was not executed (a
+		// not_executed verdict header or rule) makes any method safe.
 		d.Reason = ReasonUnsafeMethod
 	case attempt > p.MaxRetries:
 		d.Reason = ReasonAttemptsExhausted

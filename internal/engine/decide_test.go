@@ -212,3 +212,105 @@ func TestTransportErrorNames(t *testing.T) {
 		t.Error("unknown name accepted")
 	}
 }
+
+// TestNotExecutedSignals (issue 18 item 5; design: "Provider signals that a
+// request was not executed"): a verdict header or a rule that the entry
+// marks not_executed makes a retry safe for any method; an unmarked
+// verdict overrides only the status rule, and Idempotency-Key keeps its
+// meaning.
+func TestNotExecutedSignals(t *testing.T) {
+	corp, errs := providers.Compile(providers.EntrySpec{
+		Name:        "corp",
+		ShouldRetry: []string{"X-Not-Run", "X-Retryable"},
+		NotExecuted: []string{"x-not-run"},
+		Rules: []providers.RuleSpec{
+			{Name: "refused", Statuses: []int{429}, When: "true", Action: "retry", NotExecuted: true},
+			{Name: "busy", Statuses: []int{503}, When: `"x-busy" in headers`, Action: "retry"},
+		},
+	})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	cat := providers.Builtin().With(corp)
+	shopifyBody := []byte(`{"errors":[{"message":"Throttled","extensions":{"code":"THROTTLED"}}],` +
+		`"extensions":{"cost":{"requestedQueryCost":1000,"actualQueryCost":null,"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":624,"restoreRate":50.0}}}}`)
+	withBody := func(r *providers.Response, b []byte) *providers.Response { r.Body = b; return r }
+	for _, c := range []struct {
+		name, provider, method string
+		key                    bool
+		r                      *providers.Response
+		action                 engine.Action
+		reason                 engine.Reason
+		delay                  time.Duration // exact for a hint; -1 for backoff
+	}{
+		{
+			"openai POST 429 x-should-retry true", "openai", "POST", false,
+			resp(429, "x-should-retry", "true", "retry-after-ms", "1200"), engine.ActionRetry, engine.ReasonServerHint, 1200 * time.Millisecond,
+		},
+		{
+			"openai POST 429 without it", "openai", "POST", false,
+			resp(429, "retry-after-ms", "1200"), engine.ActionDoNotRetry, engine.ReasonUnsafeMethod, 0,
+		},
+		{
+			"openai POST 500 x-should-retry false", "openai", "POST", false,
+			resp(500, "x-should-retry", "false"), engine.ActionDoNotRetry, engine.ReasonProviderForbidsRetry, 0,
+		},
+		{
+			"anthropic POST 529 x-should-retry true", "anthropic", "POST", false,
+			resp(529, "x-should-retry", "true"), engine.ActionRetry, engine.ReasonBackoff, -1,
+		},
+		{
+			"shopify POST THROTTLED", "shopify", "POST", false,
+			withBody(resp(200, "Content-Type", "application/json"), shopifyBody), engine.ActionRetry, engine.ReasonServerHint, 7520 * time.Millisecond,
+		},
+		{
+			"stripe POST Stripe-Should-Retry true (unmarked)", "stripe", "POST", false,
+			resp(409, "Stripe-Should-Retry", "true"), engine.ActionDoNotRetry, engine.ReasonUnsafeMethod, 0,
+		},
+		{
+			"stripe POST Stripe-Should-Retry true with a key", "stripe", "POST", true,
+			resp(409, "Stripe-Should-Retry", "true"), engine.ActionRetry, engine.ReasonBackoff, -1,
+		},
+		{
+			"operator marked header", "corp", "PATCH", false,
+			resp(409, "X-Not-Run", "true"), engine.ActionRetry, engine.ReasonBackoff, -1,
+		},
+		{
+			"operator unmarked header", "corp", "PATCH", false,
+			resp(409, "X-Retryable", "true"), engine.ActionDoNotRetry, engine.ReasonUnsafeMethod, 0,
+		},
+		{
+			"operator marked rule", "corp", "DELETE", false,
+			resp(429), engine.ActionRetry, engine.ReasonBackoff, -1,
+		},
+		{
+			"operator unmarked rule", "corp", "DELETE", false,
+			resp(503, "X-Busy", "1"), engine.ActionDoNotRetry, engine.ReasonUnsafeMethod, 0,
+		},
+		{
+			"operator unmarked rule with a key", "corp", "DELETE", true,
+			resp(503, "X-Busy", "1"), engine.ActionRetry, engine.ReasonBackoff, -1,
+		},
+		{
+			"marked header, attempts exhausted", "openai", "POST", false,
+			resp(429, "x-should-retry", "true"), engine.ActionDoNotRetry, engine.ReasonAttemptsExhausted, 0,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := mustPolicy(t, func(p *engine.Policy) { p.Catalog, p.Provider = cat, c.provider })
+			attempt := 1
+			if c.reason == engine.ReasonAttemptsExhausted {
+				attempt = p.MaxRetries + 1
+			}
+			d := p.Decide(&engine.Input{Method: c.method, Attempt: attempt, Response: c.r, HasIdempotencyKey: c.key}, minRand{})
+			if d.Action != c.action || d.Reason != c.reason || (c.delay >= 0 && d.Delay != c.delay) {
+				t.Fatalf("%+v; want %v %v delay %v", d, c.action, c.reason, c.delay)
+			}
+		})
+	}
+	// Transport errors are unchanged: no provider spoke.
+	p := mustPolicy(t, nil)
+	if d := p.Decide(&engine.Input{Method: "POST", Attempt: 1, Transport: engine.TransportConnectionReset}, nil); d.Reason != engine.ReasonUnsafeMethod {
+		t.Errorf("transport error on a POST: %+v", d)
+	}
+}

@@ -81,3 +81,37 @@ func TestReaderForOwnProviderAllocs(t *testing.T) {
 		t.Errorf("ReaderFor(another provider) without custom readers: %v allocs", n)
 	}
 }
+
+// TestNegativeExpressionDelayIsBackoff (issue 17 defect 6): a rule's delay
+// expression that yields a negative delay is an invalid hint, as the same
+// field read without an expression is: the retry falls back to backoff,
+// never a zero-second REASON_SERVER_HINT.
+func TestNegativeExpressionDelayIsBackoff(t *testing.T) {
+	rule := func(name string, d providers.DelaySpec) providers.RuleSpec {
+		return providers.RuleSpec{Name: name, Statuses: []int{400}, When: `body.error == "slow_down"`, Action: "retry", Delay: &d}
+	}
+	for _, c := range []struct {
+		name  string
+		delay providers.DelaySpec
+	}{
+		{"expr", providers.DelaySpec{Expr: "double(body.wait_ms) / 1000.0"}},
+		{"field", providers.DelaySpec{Body: "wait_ms", Unit: "ms"}},
+	} {
+		e, errs := providers.Compile(providers.EntrySpec{Name: "corp", Rules: []providers.RuleSpec{rule("slow_down", c.delay)}})
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		p := engine.DefaultPolicy()
+		p.Catalog = providers.Builtin().With(e)
+		p.Provider = "corp"
+		p.Backoff.Jitter = engine.JitterNone
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		r := &providers.Response{Status: 400, Header: http.Header{}, Body: []byte(`{"error":"slow_down","wait_ms":-5000}`)}
+		d := p.Decide(&engine.Input{Method: "GET", Attempt: 1, Response: r}, nil)
+		if d.Action != engine.ActionRetry || d.Reason != engine.ReasonBackoff || d.Delay != p.Backoff.Ceiling(1) || d.HintSource != "" || d.Rule != "corp/slow_down" {
+			t.Errorf("%s: %+v, want a retry with backoff (%v) by corp/slow_down", c.name, d, p.Backoff.Ceiling(1))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,34 @@ func TestRetryAfterReaderAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { rd.Read(r) }); n != 0 {
 			t.Errorf("Retry-After %q: %v allocs per read, want 0", v, n)
 		}
+	}
+}
+
+// BenchmarkHostileRule times rules that try to build more than the rule
+// bounds allow, on issue 17's bodies; the target is 50 ms and 16 MiB per
+// classification.
+func BenchmarkHostileRule(b *testing.B) {
+	arr := []byte("[" + strings.Repeat("0,", 32000) + "0]")
+	for _, c := range []struct {
+		name, when string
+		body       []byte
+	}{
+		{"replace", `body_text.replace(",", "` + strings.Repeat("x", 64) + `").size() > 1`, hostileCommas},
+		{"map_join", `body.map(x, body_text).join().size() > 1`, arr},
+		{"nested_exists", `body.exists(x, body.exists(y, x != y))`, arr},
+		{"json_compare", `body.map(x, body == body).size() > 0`, arr},
+		{"quote", `body.map(x, strings.quote(body_text)).size() > 1`, arr},
+	} {
+		e, errs := Compile(EntrySpec{Name: "op", Rules: []RuleSpec{{Name: "r", When: c.when, Action: "retry"}}})
+		if errs != nil {
+			b.Fatal(errs)
+		}
+		r := &Response{Status: 400, Header: http.Header{}, Body: c.body, Now: now}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Read(r)
+			}
+		})
 	}
 }

@@ -1,9 +1,11 @@
 package providers
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -13,12 +15,14 @@ import (
 )
 
 // FuzzRuleEval runs every built-in entry (rules included) on arbitrary
-// statuses, headers and bodies, and checks what every Reading keeps: no
-// panic, a rule only with a verdict, and a body that NeedsBody says is not
-// read changes nothing.
+// statuses, headers and bodies (up to the peek limit; the seeds include
+// hostile ones), and checks what every Reading keeps: no panic, at most
+// maxRuleAlloc bytes allocated, a rule only with a verdict, and a body that
+// NeedsBody says is not read changes nothing.
 func FuzzRuleEval(f *testing.F) {
 	entries := Builtin().Entries()
-	f.Fuzz(func(t *testing.T, status int, attempt int, k1, v1, k2, v2 string, body []byte) {
+	f.Fuzz(func(t *testing.T, status int, attempt int, k1, v1, k2, v2 string, body []byte, repeat uint16) {
+		body = peekOf(body, repeat)
 		status = 100 + abs(status)%500
 		h := http.Header{}
 		h.Add(k1, v1)
@@ -27,12 +31,18 @@ func FuzzRuleEval(f *testing.F) {
 		noBody := *r
 		noBody.Body = nil
 		for _, e := range entries {
-			got, tr := e.Explain(r)
+			var got Reading
+			var tr Trace
+			if n := allocatedNoGC(func() { got, tr = e.Explain(r) }); n > maxRuleAlloc {
+				t.Fatalf("%s on %d bytes: allocated %d bytes, over %d", e.Name(), len(body), n, maxRuleAlloc)
+			}
 			switch {
 			case got.HasHint && (got.Hint.Delay < 0 || got.Hint.Source == ""):
 				t.Fatalf("%s: bad hint %+v", e.Name(), got.Hint)
 			case !got.HasHint && got.Hint != (Hint{}):
 				t.Fatalf("%s: stray hint %+v", e.Name(), got.Hint)
+			case got.NotExecuted && got.Verdict != VerdictRetry:
+				t.Fatalf("%s: not executed without a retry verdict: %+v", e.Name(), got)
 			case got.Rule != "" && (got.Verdict == VerdictNone || !strings.HasPrefix(got.Rule, e.Name()+"/")):
 				t.Fatalf("%s: rule %q with verdict %v", e.Name(), got.Rule, got.Verdict)
 			case got.HasQuota && (got.Quota.Remaining < 0 || got.Quota.Source == "" || got.Quota.Reset.IsZero()):
@@ -56,6 +66,26 @@ func FuzzRuleEval(f *testing.F) {
 	})
 }
 
+// peekOf is body repeated repeat times (at least once), cut to the 64 KiB
+// peek limit. Hostile bodies are long and repetitive; the fuzzer's inputs
+// stay short, which keeps it fast.
+func peekOf(body []byte, repeat uint16) []byte {
+	if repeat > 1 && len(body) > 0 {
+		body = bytes.Repeat(body[:min(len(body), 64<<10)], min(int(repeat), (64<<10)/len(body)+1))
+	}
+	return body[:min(len(body), 64<<10)]
+}
+
+// allocatedNoGC returns the bytes f allocates, without the collection
+// allocated runs first (a fuzz target calls it on every input).
+func allocatedNoGC(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
 func abs(n int) int {
 	if n < 0 {
 		if n = -n; n < 0 {
@@ -67,13 +97,23 @@ func abs(n int) int {
 
 // FuzzJSONBody checks the lazy JSON value against encoding/json: on a valid
 // document every key and element it reaches decodes to what encoding/json
-// decodes, and on any input, walking it never panics.
+// decodes; on a document encoding/json rejects, a walk of the whole value
+// meets an error or null somewhere (a malformed array is not a shorter
+// one: issue 17 defect 10); and on any input, walking it never panics. The
+// seeds include malformed arrays and objects, nested, and trailing garbage.
 func FuzzJSONBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		v := parseJSONBody(body)
 		walkJSON(t, v, 0)
 		var want any
 		if err := json.Unmarshal(body, &want); err != nil {
+			if v == types.NullValue || types.IsError(v) {
+				return
+			}
+			if strictlyWhole(v) {
+				got, _ := nativeOf(v)
+				t.Fatalf("%q: encoding/json rejects it (%v), but every part of the lazy value reads, as %#v", body, err, got)
+			}
 			return
 		}
 		if jsonDepth(want) > maxJSONDepth {
@@ -142,6 +182,39 @@ func nativeOf(v ref.Val) (any, error) {
 		return nil, nil
 	}
 	return nil, errString("unexpected value " + v.Type().TypeName())
+}
+
+// strictlyWhole reports whether every part of v reads without an error,
+// the values of repeated keys too (a rule sees only the last, but a fault
+// in an earlier one is still a fault of the document).
+func strictlyWhole(v ref.Val) bool {
+	switch x := v.(type) {
+	case *jsonObject:
+		x.index()
+		if x.bad {
+			return false
+		}
+		for i := range x.members {
+			if !strictlyWhole(x.value(i)) {
+				return false
+			}
+		}
+		return true
+	case *jsonArray:
+		x.index()
+		if x.bad {
+			return false
+		}
+		for _, e := range x.values() {
+			if !strictlyWhole(e) {
+				return false
+			}
+		}
+		return true
+	case types.String, types.Double, types.Bool, types.Null:
+		return true
+	}
+	return false
 }
 
 // jsonDepth is the nesting depth of a decoded value (a scalar is 0).
@@ -213,9 +286,12 @@ func FuzzRateLimitPolicy(f *testing.F) {
 
 // FuzzCompileRule compiles arbitrary rule expressions: Compile never
 // panics, reports errors with a path, and a rule that compiles evaluates
-// without panicking.
+// without panicking, on any body within the peek limit, allocating at most
+// maxRuleAlloc bytes (the seeds include issue 17's hostile rules and
+// bodies).
 func FuzzCompileRule(f *testing.F) {
-	f.Fuzz(func(t *testing.T, when, delay string, body []byte) {
+	f.Fuzz(func(t *testing.T, when, delay string, body []byte, repeat uint16) {
+		body = peekOf(body, repeat)
 		spec := EntrySpec{Name: "fuzz", Rules: []RuleSpec{{Name: "r", When: when, Action: "retry", Delay: &DelaySpec{Expr: delay}}}}
 		e, errs := Compile(spec)
 		if (e == nil) == (len(errs) == 0) {
@@ -228,7 +304,11 @@ func FuzzCompileRule(f *testing.F) {
 		}
 		if e != nil {
 			r := &Response{Status: 429, Header: http.Header{"Retry-After": {"1"}}, Body: body, Now: now}
-			if got := e.Read(r); got.HasHint && got.Hint.Delay < 0 {
+			var got Reading
+			if n := allocatedNoGC(func() { got = e.Read(r) }); n > maxRuleAlloc {
+				t.Fatalf("%q / %q on %d bytes: allocated %d bytes, over %d", when, delay, len(body), n, maxRuleAlloc)
+			}
+			if got.HasHint && got.Hint.Delay < 0 {
 				t.Fatalf("negative delay %+v", got)
 			}
 		}

@@ -36,7 +36,11 @@ const (
 // is the costly part of CEL; compiling an expression in it is cheap, which
 // is what lets a configuration with many custom providers load fast.
 var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
+	bounded, err := boundedFunctions()
+	if err != nil {
+		return nil, err
+	}
+	opts := []cel.EnvOption{
 		cel.Variable(celStatus, cel.IntType),
 		cel.Variable(celMethod, cel.StringType),
 		cel.Variable(celAttempt, cel.IntType),
@@ -47,9 +51,10 @@ var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.CrossTypeNumericComparisons(true),
 		ext.Strings(),
 		ext.Math(),
-		ext.Lists(),
+		ext.Lists(ext.ListsMaxRangeSize(MaxRuleListLen)),
 		ext.Bindings(),
-	)
+	}
+	return cel.NewEnv(append(opts, bounded...)...)
 })
 
 // celProgram is one compiled expression.
@@ -86,7 +91,16 @@ func compileCEL(src string, accept func(*cel.Type) bool, want string) (*celProgr
 	if t := ast.OutputType(); !accept(t) {
 		return nil, []celIssue{{line: 1, column: 1, msg: fmt.Sprintf("expression has type %s, want %s", t, want)}}
 	}
-	prg, err := env.Program(ast, cel.CostLimit(RuleCostLimit), cel.EvalOptions(cel.OptOptimize))
+	if bad := findUnbounded(ast); len(bad) > 0 {
+		var out []celIssue
+		for _, b := range bad {
+			loc := ast.NativeRep().SourceInfo().GetStartLocation(b.id)
+			out = append(out, celIssue{line: loc.Line(), column: loc.Column() + 1, msg: b.msg})
+		}
+		return nil, out
+	}
+	prg, err := env.Program(ast, cel.CostLimit(RuleCostLimit), cel.EvalOptions(cel.OptOptimize),
+		cel.InterruptCheckFrequency(MaxRuleIterations), costTrackers())
 	if err != nil {
 		return nil, []celIssue{{msg: err.Error()}}
 	}
@@ -122,6 +136,9 @@ type ruleInput struct {
 	bodyText ref.Val
 	bodyDone bool
 	textDone bool
+	// meter bounds the comparisons of body values, for every rule of one
+	// Read.
+	meter jsonMeter
 }
 
 var _ interpreter.Activation = (*ruleInput)(nil)
@@ -165,7 +182,7 @@ func (in *ruleInput) ResolveName(name string) (any, bool) {
 func (in *ruleInput) parsedBody() ref.Val {
 	if !in.bodyDone {
 		in.bodyDone = true
-		in.body = parseJSONBody(in.r.Body)
+		in.body = parseJSONBodyMetered(in.r.Body, &in.meter)
 	}
 	return in.body
 }
@@ -173,13 +190,17 @@ func (in *ruleInput) parsedBody() ref.Val {
 // Parent implements interpreter.Activation.
 func (in *ruleInput) Parent() interpreter.Activation { return nil }
 
+// errNegativeDelay is returned for a delay expression that yields a
+// negative delay: an invalid hint, as a negative header value is.
+var errNegativeDelay = errors.New("delay is negative")
+
 // errNotBool is returned when a condition yields a value that is not a bool.
 var errNotBool = errors.New("condition did not yield a bool")
 
 // evalBool evaluates a condition. An evaluation error, or a result that is
 // not a bool, is reported as an error: the rule does not match.
 func (p *celProgram) evalBool(in *ruleInput) (bool, error) {
-	out, _, err := p.prg.Eval(in)
+	out, _, err := p.prg.ContextEval(stepLimit, in)
 	if err != nil {
 		return false, err
 	}
@@ -191,10 +212,12 @@ func (p *celProgram) evalBool(in *ruleInput) (bool, error) {
 }
 
 // evalDelay evaluates a delay expression: a duration, or a number of
-// seconds. Negative results give 0; NaN, infinities and values beyond
-// time.Duration are errors.
+// seconds. It obeys what every hint obeys: a negative delay, NaN,
+// infinities and values beyond time.Duration are invalid (an error), so
+// that the rule's retry falls back to backoff, as an invalid header or body
+// hint does. Zero is valid (retry at once).
 func (p *celProgram) evalDelay(in *ruleInput) (time.Duration, error) {
-	out, _, err := p.prg.Eval(in)
+	out, _, err := p.prg.ContextEval(stepLimit, in)
 	if err != nil {
 		return 0, err
 	}
@@ -205,7 +228,10 @@ func (p *celProgram) evalDelay(in *ruleInput) (time.Duration, error) {
 func delayOf(v ref.Val, unit time.Duration) (time.Duration, error) {
 	switch x := v.(type) {
 	case types.Duration:
-		return max(x.Duration, 0), nil
+		if x.Duration < 0 {
+			return 0, errNegativeDelay
+		}
+		return x.Duration, nil
 	case types.Int:
 		return scaleDelay(float64(x), unit)
 	case types.Uint:
@@ -220,7 +246,10 @@ func scaleDelay(n float64, unit time.Duration) (time.Duration, error) {
 	if math.IsNaN(n) {
 		return 0, errors.New("delay is NaN")
 	}
-	if n <= 0 {
+	if n < 0 {
+		return 0, errNegativeDelay
+	}
+	if n == 0 {
 		return 0, nil
 	}
 	ns := n * float64(unit)

@@ -37,26 +37,61 @@ const maxJSONDepth = 64
 
 // parseJSONBody returns the body as a CEL value: null when the body is empty
 // or not one complete JSON value (for example when the peek cut it short).
-func parseJSONBody(body []byte) ref.Val {
+func parseJSONBody(body []byte) ref.Val { return parseJSONBodyMetered(body, nil) }
+
+// parseJSONBodyMetered is parseJSONBody with the comparisons of the values
+// it makes (==, in) charged to m; nil means unmetered.
+func parseJSONBodyMetered(body []byte, m *jsonMeter) ref.Val {
 	start := skipWS(body, 0)
 	end, ok := skipValue(body, start)
 	if !ok || skipWS(body, end) != len(body) {
 		return types.NullValue
 	}
-	return jsonValueOf(body[start:end])
+	return jsonValueOf(body[start:end], m)
+}
+
+// MaxRuleCompareBytes bounds the work of comparing JSON values (== and in
+// on body parts) in one classification, in bytes compared (a member or an
+// element visited counts as jsonVisitBytes). CEL charges a comparison by
+// the number of keys or elements at its top, whatever lies below them, so
+// without this bound a rule comparing the body with itself in a loop would
+// do work the cost limit does not see.
+const MaxRuleCompareBytes = 8 << 20
+
+// jsonVisitBytes is what visiting one member or element of a comparison
+// counts for.
+const jsonVisitBytes = 64
+
+var errCompareBudget = types.NewErr("rule compared more than %d bytes of JSON", MaxRuleCompareBytes)
+
+// jsonMeter is the comparison budget of one classification's rules.
+type jsonMeter struct{ used int }
+
+// charge takes n bytes from m and reports whether the budget still holds.
+// A nil meter always holds.
+func (m *jsonMeter) charge(n int) bool {
+	if m == nil {
+		return true
+	}
+	m.used += n
+	return m.used <= MaxRuleCompareBytes
 }
 
 // jsonValueOf converts one raw JSON value; a malformed scalar is an error
 // value.
-func jsonValueOf(raw []byte) ref.Val {
+func jsonValueOf(raw []byte, m *jsonMeter) ref.Val {
 	if len(raw) == 0 {
 		return types.NullValue
 	}
 	switch c := raw[0]; {
 	case c == '{':
-		return &jsonObject{raw: raw}
+		return checkedObject(&jsonObject{raw: raw, m: m})
 	case c == '[':
-		return &jsonArray{raw: raw}
+		a := &jsonArray{raw: raw, m: m}
+		if a.index(); a.bad {
+			return errMalformedArray
+		}
+		return a
 	case c == '"':
 		s, ok := decodeJSONString(raw)
 		if !ok {
@@ -78,6 +113,23 @@ func jsonValueOf(raw []byte) ref.Val {
 		return types.Double(f)
 	}
 	return types.NewErr("invalid JSON value")
+}
+
+// Errors of malformed containers: an object or array a rule reaches is
+// indexed then, and one whose members do not parse (`[1 2]`, `{"a":1
+// "b":2}`, a trailing comma) is this error rather than the part before the
+// fault, so that a rule never decides on half a body.
+var (
+	errMalformedObject = types.NewErr("malformed JSON object")
+	errMalformedArray  = types.NewErr("malformed JSON array")
+)
+
+// checkedObject indexes o and returns it, or errMalformedObject.
+func checkedObject(o *jsonObject) ref.Val {
+	if o.index(); o.bad {
+		return errMalformedObject
+	}
+	return o
 }
 
 // validJSONNumber reports whether b is exactly an RFC 8259 number.
@@ -147,6 +199,17 @@ func decodeJSONString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// hasControl reports whether b holds a control character, which a JSON
+// string may not hold unescaped.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // skipWS returns the index of the first non-whitespace byte at or after i.
@@ -271,6 +334,7 @@ type jsonObject struct {
 	decoded map[int]string // keys with escapes, by member index
 	indexed bool
 	bad     bool
+	m       *jsonMeter // charged for comparisons; shared by the whole body
 }
 
 func (o *jsonObject) key(i int) []byte { m := &o.members[i]; return o.raw[m.ks:m.ke] }
@@ -307,7 +371,7 @@ func (o *jsonObject) sameKey(i, j int) bool {
 func (o *jsonObject) value(i int) ref.Val {
 	m := &o.members[i]
 	if m.cached == nil {
-		m.cached = jsonValueOf(o.val(i))
+		m.cached = jsonValueOf(o.val(i), o.m)
 	}
 	return m.cached
 }
@@ -343,7 +407,7 @@ func (o *jsonObject) index() {
 			return
 		}
 		m := jsonMember{ks: int32(i + 1), ke: int32(kend - 1)}
-		if k := b[i+1 : kend-1]; bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) {
+		if k := b[i+1 : kend-1]; bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) || hasControl(k) {
 			s, ok := decodeJSONString(b[i:kend])
 			if !ok {
 				o.bad = true
@@ -496,8 +560,41 @@ func (o *jsonObject) ConvertToType(t ref.Type) ref.Val {
 	return types.NewErr("type conversion error from map to '%s'", t)
 }
 
-// Equal implements ref.Val by comparing the decoded document.
-func (o *jsonObject) Equal(other ref.Val) ref.Val { return equalJSON(o.raw, other) }
+// Equal implements ref.Val: other is a map with the same keys, whose
+// values are equal (CEL's equality, numbers across types). The work is
+// charged to the body's meter.
+func (o *jsonObject) Equal(other ref.Val) ref.Val {
+	if x, ok := other.(*jsonObject); ok && bytes.Equal(o.raw, x.raw) {
+		if !o.m.charge(len(o.raw)) {
+			return errCompareBudget
+		}
+		return types.True
+	}
+	om, ok := other.(traits.Mapper)
+	if !ok {
+		return types.False
+	}
+	if n, ok := om.Size().(types.Int); !ok || n != o.Size() {
+		return types.False
+	}
+	for _, k := range o.keys() {
+		if !o.m.charge(jsonVisitBytes + len(k)) {
+			return errCompareBudget
+		}
+		i, _ := o.member(k)
+		ov, found := om.Find(types.String(k))
+		if !found {
+			if ov != nil && types.IsError(ov) {
+				return ov
+			}
+			return types.False
+		}
+		if r := o.value(i).Equal(ov); r != types.True {
+			return r
+		}
+	}
+	return types.True
+}
 
 // Type implements ref.Val.
 func (o *jsonObject) Type() ref.Type { return types.MapType }
@@ -514,6 +611,8 @@ type jsonArray struct {
 	elems   [][]byte
 	vals    []ref.Val // converted elements, built on first use
 	indexed bool
+	bad     bool // the elements do not parse; jsonValueOf gives an error instead
+	m       *jsonMeter
 }
 
 func (a *jsonArray) index() {
@@ -530,18 +629,28 @@ func (a *jsonArray) index() {
 	for i < len(b) {
 		end, ok := skipValue(b, i)
 		if !ok {
+			a.bad = true
 			return
 		}
 		a.elems = append(a.elems, b[i:end])
 		i = skipWS(b, end)
-		if i >= len(b) || b[i] == ']' {
+		if i >= len(b) {
+			a.bad = true
+			return
+		}
+		if b[i] == ']' {
+			if i != len(b)-1 {
+				a.bad = true
+			}
 			return
 		}
 		if b[i] != ',' {
+			a.bad = true
 			return
 		}
 		i = skipWS(b, i+1)
 	}
+	a.bad = true
 }
 
 // values returns the converted elements, converting each once.
@@ -555,11 +664,11 @@ func (a *jsonArray) values() []ref.Val {
 				if objs == nil {
 					objs = make([]jsonObject, len(a.elems))
 				}
-				objs[i].raw = e
-				a.vals[i] = &objs[i]
+				objs[i].raw, objs[i].m = e, a.m
+				a.vals[i] = checkedObject(&objs[i])
 				continue
 			}
-			a.vals[i] = jsonValueOf(e)
+			a.vals[i] = jsonValueOf(e, a.m)
 		}
 	}
 	return a.vals
@@ -570,11 +679,17 @@ func (a *jsonArray) Add(other ref.Val) ref.Val {
 	return types.NewRefValList(types.DefaultTypeAdapter, a.values()).Add(other)
 }
 
-// Contains implements traits.Container.
+// Contains implements traits.Container: some element equals v.
 func (a *jsonArray) Contains(v ref.Val) ref.Val {
 	for _, e := range a.values() {
-		if e.Equal(v) == types.True {
+		if !a.m.charge(jsonVisitBytes) {
+			return errCompareBudget
+		}
+		switch r := e.Equal(v); {
+		case r == types.True:
 			return types.True
+		case types.IsError(r):
+			return r
 		}
 	}
 	return types.False
@@ -620,8 +735,33 @@ func (a *jsonArray) ConvertToType(t ref.Type) ref.Val {
 	return types.NewErr("type conversion error from list to '%s'", t)
 }
 
-// Equal implements ref.Val by comparing the decoded document.
-func (a *jsonArray) Equal(other ref.Val) ref.Val { return equalJSON(a.raw, other) }
+// Equal implements ref.Val: other is a list of the same length whose
+// elements are equal in order. The work is charged to the body's meter.
+func (a *jsonArray) Equal(other ref.Val) ref.Val {
+	if x, ok := other.(*jsonArray); ok && bytes.Equal(a.raw, x.raw) {
+		if !a.m.charge(len(a.raw)) {
+			return errCompareBudget
+		}
+		return types.True
+	}
+	ol, ok := other.(traits.Lister)
+	if !ok {
+		return types.False
+	}
+	vals := a.values()
+	if n, ok := ol.Size().(types.Int); !ok || int(n) != len(vals) {
+		return types.False
+	}
+	for i, e := range vals {
+		if !a.m.charge(jsonVisitBytes) {
+			return errCompareBudget
+		}
+		if r := e.Equal(ol.Get(types.Int(i))); r != types.True {
+			return r
+		}
+	}
+	return types.True
+}
 
 // Type implements ref.Val.
 func (a *jsonArray) Type() ref.Type { return types.ListType }
@@ -649,27 +789,6 @@ func convertJSON(raw []byte, typ reflect.Type) (any, error) {
 		return nil, fmt.Errorf("convert JSON to %v: %w", typ, err)
 	}
 	return p.Elem().Interface(), nil
-}
-
-func equalJSON(raw []byte, other ref.Val) ref.Val {
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return types.WrapErr(err)
-	}
-	if o, ok := other.(*jsonObject); ok {
-		ov, err := o.native()
-		if err != nil {
-			return types.WrapErr(err)
-		}
-		other = types.DefaultTypeAdapter.NativeToValue(ov)
-	} else if a, ok := other.(*jsonArray); ok {
-		ov, err := decodeJSON(a.raw)
-		if err != nil {
-			return types.WrapErr(err)
-		}
-		other = types.DefaultTypeAdapter.NativeToValue(ov)
-	}
-	return types.DefaultTypeAdapter.NativeToValue(v).Equal(other)
 }
 
 // lookupJSONPath follows a path of object keys from v (a value made by

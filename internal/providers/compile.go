@@ -172,6 +172,18 @@ func (c *Compiler) Compile(spec EntrySpec, origin string) (*Entry, []*SpecError)
 	for i, h := range spec.ShouldRetry {
 		if f, ok := headerField(&se, fmt.Sprintf("should_retry[%d]", i), h); ok {
 			e.verdicts = append(e.verdicts, f)
+			e.notExecuted = append(e.notExecuted, false)
+		}
+	}
+	for i, h := range spec.NotExecuted {
+		found := false
+		for j := range e.verdicts {
+			if strings.EqualFold(e.verdicts[j].source, h) {
+				e.notExecuted[j], found = true, true
+			}
+		}
+		if !found {
+			se.add(fmt.Sprintf("not_executed[%d]", i), "%q is not one of should_retry's headers (%s)", h, strings.Join(spec.ShouldRetry, ", "))
 		}
 	}
 	for i, q := range spec.Quotas {
@@ -442,7 +454,7 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 
 func (c *Compiler) compileRule(se *specErrors, path, entry string, r RuleSpec) (*rule, bool) {
 	n := len(se.errs)
-	ru := &rule{name: entry + "/" + r.Name, statuses: r.Statuses, reason: r.Reason}
+	ru := &rule{name: entry + "/" + r.Name, statuses: r.Statuses, reason: r.Reason, notExecuted: r.NotExecuted}
 	if !ruleNameRE.MatchString(r.Name) {
 		se.add(path+".name", "%q is not a rule name (lower-case letters, digits and '_')", r.Name)
 	}
@@ -468,6 +480,9 @@ func (c *Compiler) compileRule(se *specErrors, path, entry string, r RuleSpec) (
 		}
 		if strings.TrimSpace(r.Reason) == "" {
 			se.add(path+".reason", "a do_not_retry rule says why")
+		}
+		if r.NotExecuted {
+			se.add(path+".not_executed", "only a retry rule can say that the request was not executed")
 		}
 	default:
 		se.add(path+".action", "%q is not retry or do_not_retry", r.Action)

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -149,7 +150,8 @@ func TestCatalogWithLayers(t *testing.T) {
 }
 
 // TestRuleCostLimitStopsHostileBodies: an expression whose cost grows with
-// the body stops at RuleCostLimit and does not match.
+// the body stops at a bound (RuleCostLimit, MaxRuleIterations) and does not
+// match.
 func TestRuleCostLimitStopsHostileBodies(t *testing.T) {
 	e, errs := Compile(EntrySpec{Name: "t", Rules: []RuleSpec{{
 		Name: "quadratic", When: "body.l.all(x, body.l.all(y, x == y || true))", Action: "do_not_retry", Reason: "test",
@@ -166,7 +168,7 @@ func TestRuleCostLimitStopsHostileBodies(t *testing.T) {
 		t.Fatalf("small body: %+v", got)
 	}
 	got, tr := read(big)
-	if got.Rule != "" || len(tr.Rules) != 1 || !strings.Contains(tr.Rules[0].Err, "cost limit") {
+	if got.Rule != "" || len(tr.Rules) != 1 || !errRuleLimit(errors.New(tr.Rules[0].Err)) {
 		t.Fatalf("big body: %+v, %+v", got, tr)
 	}
 }
@@ -178,6 +180,11 @@ func TestRuleDelaySources(t *testing.T) {
 		{Name: "nested", When: `has(body.a)`, Action: "retry", Delay: &DelaySpec{Body: "a.b"}},
 		{Name: "dur", When: `method == "PUT"`, Action: "retry", Delay: &DelaySpec{Expr: `duration("1m30s")`}},
 		{Name: "neg", When: `status == 418`, Action: "retry", Delay: &DelaySpec{Expr: `-3`}},
+		{Name: "neg_field", When: `status == 409 && has(body.wait)`, Action: "retry", Delay: &DelaySpec{Expr: `double(body.wait) / 1000.0`}},
+		{Name: "neg_dur", When: `status == 410`, Action: "retry", Delay: &DelaySpec{Expr: `duration("-5s")`}},
+		{Name: "nan", When: `status == 411`, Action: "retry", Delay: &DelaySpec{Expr: `0.0 / 0.0`}},
+		{Name: "huge", When: `status == 412`, Action: "retry", Delay: &DelaySpec{Expr: `1e300`}},
+		{Name: "zero", When: `status == 413`, Action: "retry", Delay: &DelaySpec{Expr: `0`}},
 	}})
 	if errs != nil {
 		t.Fatal(errs)
@@ -196,7 +203,14 @@ func TestRuleDelaySources(t *testing.T) {
 		{429, "", nil, `{"wait_ms": "1500"}`, "t/field", nil},
 		{429, "", nil, `{"a": {"b": 2.5}}`, "t/nested", &Hint{2500 * time.Millisecond, "body:a.b"}},
 		{429, "PUT", nil, "", "t/dur", &Hint{90 * time.Second, "rule:t/dur"}},
-		{418, "", nil, "", "t/neg", &Hint{0, "rule:t/neg"}},
+		// Issue 17 defect 6: a negative, NaN or overflowing delay from an
+		// expression is an invalid hint (backoff), as from a header.
+		{418, "", nil, "", "t/neg", nil},
+		{409, "", nil, `{"wait": -5000}`, "t/neg_field", nil},
+		{410, "", nil, "", "t/neg_dur", nil},
+		{411, "", nil, "", "t/nan", nil},
+		{412, "", nil, "", "t/huge", nil},
+		{413, "", nil, "", "t/zero", &Hint{0, "rule:t/zero"}},
 		{429, "GET", nil, "", "", nil},
 	}
 	for i, c := range cases {
@@ -298,5 +312,64 @@ func TestCatalogWithHostPrecedence(t *testing.T) {
 	}
 	if Builtin().With() != Builtin() {
 		t.Error("With() copies")
+	}
+}
+
+// TestNotExecutedMarks: not_executed names should_retry headers (any case)
+// and marks retry rules only; the Reading says which signal spoke.
+func TestNotExecutedMarks(t *testing.T) {
+	_, errs := Compile(EntrySpec{
+		Name: "t", ShouldRetry: []string{"X-A"}, NotExecuted: []string{"x-a", "X-B"},
+		Rules: []RuleSpec{{Name: "r", When: "true", Action: "do_not_retry", Reason: "x", NotExecuted: true}},
+	})
+	paths := map[string]bool{}
+	for _, se := range errs {
+		paths[se.Path] = true
+	}
+	if len(errs) != 2 || !paths["not_executed[1]"] || !paths["rules[0].not_executed"] {
+		t.Fatalf("errors %v, want not_executed[1] and rules[0].not_executed", errs)
+	}
+	e, errs := Compile(EntrySpec{
+		Name: "t", ShouldRetry: []string{"X-A", "X-B"}, NotExecuted: []string{"x-a"},
+		Rules: []RuleSpec{
+			{Name: "marked", Statuses: []int{429}, When: "true", Action: "retry", NotExecuted: true},
+			{Name: "plain", Statuses: []int{503}, When: "true", Action: "retry"},
+			{Name: "stop", Statuses: []int{400}, When: "true", Action: "do_not_retry", Reason: "x"},
+		},
+	})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	for _, c := range []struct {
+		status int
+		h      []hdr
+		want   bool
+	}{
+		{409, []hdr{{"X-A", "true"}}, true},
+		{409, []hdr{{"X-A", "false"}}, false},
+		{409, []hdr{{"X-B", "true"}}, false},
+		{429, nil, true},
+		{503, nil, false},
+		{503, []hdr{{"X-A", "true"}}, true}, // the header said so; the rule does not unsay it
+		{400, []hdr{{"X-A", "true"}}, false},
+	} {
+		if got := e.Read(response(c.status, c.h, "")); got.NotExecuted != c.want {
+			t.Errorf("%d %v: %+v, want NotExecuted %v", c.status, c.h, got, c.want)
+		}
+	}
+	lookup := func(name string) *Entry {
+		e, ok := Builtin().Lookup(name)
+		if !ok {
+			t.Fatal(name)
+		}
+		return e
+	}
+	for _, name := range []string{"openai", "anthropic"} {
+		if got := lookup(name).Read(response(429, []hdr{{"x-should-retry", "true"}}, "")); !got.NotExecuted {
+			t.Errorf("%s: x-should-retry: true is not marked not_executed", name)
+		}
+	}
+	if got := lookup("stripe").Read(response(409, []hdr{{"Stripe-Should-Retry", "true"}}, "")); got.NotExecuted {
+		t.Error("stripe's Stripe-Should-Retry is marked not_executed; Stripe does not document it so")
 	}
 }

@@ -28,7 +28,13 @@ func WriteMarkdown(w io.Writer, c *Catalog) error {
 		"quotas":  describeQuotas,
 		"hosts":   func(e *Entry) string { return codeList(e.Hosts()) },
 		"extra":   func(e *Entry) string { return joinInts(e.ExtraRetryableStatuses(), ", ") },
-		"verdict": func(e *Entry) string { return codeList(e.Spec().ShouldRetry) },
+		"verdict": func(e *Entry) string {
+			out := codeList(e.Spec().ShouldRetry)
+			if ne := e.Spec().NotExecuted; len(ne) > 0 {
+				out += "; `true` from " + codeList(ne) + " is **not_executed**: the request was not executed, so a retry is safe for any method"
+			}
+			return out
+		},
 		"scope":   describeScope,
 		"delay":   describeDelay,
 		"bodyfor": describeBodyNeeds,
@@ -49,7 +55,11 @@ func WriteMarkdown(w io.Writer, c *Catalog) error {
 		Hosts   []hostRow
 		Formats []FormatInfo
 		Cost    int
-	}{c.Version(), c.Entries(), rows, Formats(), RuleCostLimit}
+		Steps   int
+		Value   int
+		List    int
+		Compare int
+	}{c.Version(), c.Entries(), rows, Formats(), RuleCostLimit, MaxRuleIterations, MaxRuleValueBytes >> 20, MaxRuleListLen, MaxRuleCompareBytes >> 20}
 	if err := t.Execute(w, data); err != nil {
 		return fmt.Errorf("docs template: %w", err)
 	}

@@ -3,8 +3,10 @@ package providers
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,9 +22,12 @@ type Entry struct {
 	extra    []int
 	hints    []hintStep
 	verdicts []field
-	quotas   []quotaStep
-	scope    *scopeStep
-	rules    []*rule
+	// notExecuted[i] reports that verdicts[i]'s "true" says the request
+	// was not executed.
+	notExecuted []bool
+	quotas      []quotaStep
+	scope       *scopeStep
+	rules       []*rule
 	// bodyFor[s] reports whether a response with status s needs the body.
 	bodyFor    [600]bool
 	bodyOthers bool // statuses outside 0-599
@@ -100,6 +105,22 @@ type rule struct {
 	reason    string
 	delay     *delayStep
 	needsBody bool
+	// notExecuted marks a retry rule whose match says the request was not
+	// executed.
+	notExecuted bool
+	// failed is set at the rule's first evaluation error, which is logged
+	// once; later errors are not.
+	failed atomic.Bool
+}
+
+// reportError logs the rule's first evaluation error (the rule does not
+// match). The error names what failed (a bound, a missing field), never
+// the response's values.
+func (ru *rule) reportError(err error) {
+	if ru.failed.CompareAndSwap(false, true) {
+		slog.Warn("provider rule failed to evaluate; it does not match (logged once per rule)",
+			"rule", ru.name, "error", err.Error())
+	}
 }
 
 // delayStep is a compiled DelaySpec.
@@ -205,17 +226,21 @@ func (e *Entry) read(r *Response, out *Reading, tr *Trace) {
 		}
 	}
 	if r.Status >= 400 {
-		for _, f := range e.verdicts {
+		for i, f := range e.verdicts {
 			if v, ok := single(r.Header, f.key); ok {
 				switch trimOWS(v) {
 				case "true":
 					out.Verdict = VerdictRetry
+					out.NotExecuted = e.notExecuted[i]
 				case "false":
 					out.Verdict = VerdictDoNotRetry
 				}
 				if out.Verdict != VerdictNone {
 					if tr != nil {
 						tr.Verdict = "should_retry " + f.source + ": " + out.Verdict.String()
+						if out.NotExecuted {
+							tr.Verdict += " (not executed: safe for any method)"
+						}
 					}
 					break
 				}
@@ -252,6 +277,9 @@ func (e *Entry) applyRules(r *Response, out *Reading, tr *Trace) {
 		rt := RuleTrace{Name: ru.name, Matched: matched}
 		if err != nil {
 			rt.Err = err.Error()
+			if errRuleLimit(err) {
+				ru.reportError(err)
+			}
 		}
 		if !matched {
 			if tr != nil {
@@ -262,9 +290,10 @@ func (e *Entry) applyRules(r *Response, out *Reading, tr *Trace) {
 		out.Rule = ru.name
 		switch ru.action {
 		case actionDoNotRetry:
-			out.Verdict = VerdictDoNotRetry
+			out.Verdict, out.NotExecuted = VerdictDoNotRetry, false
 		case actionRetry:
 			out.Verdict = VerdictRetry
+			out.NotExecuted = out.NotExecuted || ru.notExecuted
 			if ru.delay != nil {
 				h, err := ru.delay.eval(in)
 				if err != nil {

@@ -152,6 +152,10 @@ type Reading struct {
 	// "entry/rule" (for example "openai/insufficient_quota"); empty when
 	// the header readers decided alone.
 	Rule string
+	// NotExecuted reports that the provider said the request was not
+	// executed (a verdict header or a rule its entry marks not_executed
+	// gave the retry verdict): retrying it is safe for any method.
+	NotExecuted bool
 	// Scope is the scope of the limit the response reports, in lower case
 	// (ScopeGlobal, ScopeUser, ScopeShared, or another value the provider
 	// sent); empty when the provider says nothing.

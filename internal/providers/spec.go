@@ -44,6 +44,12 @@ type EntrySpec struct {
 	// forbids a retry of an error response (status >= 400), in priority
 	// order (Stripe-Should-Retry, x-should-retry).
 	ShouldRetry []string `yaml:"should_retry,omitempty"`
+	// NotExecuted names those of the ShouldRetry headers whose "true" also
+	// says that the request was not executed, so that a retry is safe for
+	// any method (POST included), as the provider's own SDKs do (OpenAI's
+	// and Anthropic's x-should-retry). Mark only what the provider
+	// documents.
+	NotExecuted []string `yaml:"not_executed,omitempty"`
 	// Quotas are the quota signals in priority order: the first that reads
 	// feeds the gate's quota tracking.
 	Quotas []QuotaSpec `yaml:"quotas,omitempty"`
@@ -137,6 +143,12 @@ type RuleSpec struct {
 	// Delay, for retry rules, is where the wait comes from; without it the
 	// readers' hint, if any, or backoff applies.
 	Delay *DelaySpec `yaml:"delay,omitempty"`
+	// NotExecuted, for retry rules, says that a response the rule matches
+	// was refused before the request was executed (Shopify's THROTTLED, a
+	// provider that documents that its 429s are refused before any work),
+	// so that a retry is safe for any method. Mark only what the provider
+	// documents.
+	NotExecuted bool `yaml:"not_executed,omitempty"`
 }
 
 // DelaySpec is where a rule's delay comes from: exactly one of Header, Body
@@ -151,7 +163,8 @@ type DelaySpec struct {
 	// Unit is Body's unit: "s" (default) or "ms".
 	Unit string `yaml:"unit,omitempty"`
 	// Expr is a CEL expression giving the delay as a duration or as a
-	// number of seconds (int or double). A negative result means 0.
+	// number of seconds (int or double). A negative result, NaN or one
+	// beyond time.Duration is an invalid hint (backoff applies); 0 is valid.
 	Expr string `yaml:"expr,omitempty"`
 }
 

@@ -199,3 +199,62 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestNotExecutedOverGRPC (issue 18 item 5): a POST that the provider says
+// was not executed is retried: the built-in OpenAI and Shopify signals, and
+// an operator's marked header and rule. A retry verdict that is not marked
+// not_executed leaves a POST unsafe (only the status rule is overridden).
+func TestNotExecutedOverGRPC(t *testing.T) {
+	b := startConfigBroker(t, providersExample)
+	teamA := as(t.Context(), "team-a-secret-key")
+	shopifyBody := `{"errors":[{"message":"Throttled","extensions":{"code":"THROTTLED"}}],` +
+		`"extensions":{"cost":{"requestedQueryCost":1000,"actualQueryCost":null,"throttleStatus":{"maximumAvailable":1000.0,"currentlyAvailable":624,"restoreRate":50.0}}}}`
+	for _, c := range []struct {
+		name    string
+		req     *rbv1.ClassifyResponseRequest
+		action  rbv1.Action
+		reason  rbv1.Reason
+		delay   time.Duration
+		rule    string
+		backoff bool
+	}{
+		{"openai chat completion refused with x-should-retry", &rbv1.ClassifyResponseRequest{
+			StatusCode: 429, Method: "POST", Attempt: 1, Provider: "openai", Url: "https://api.openai.com/v1/chat/completions",
+			Headers: []*rbv1.HttpHeader{hdr("x-should-retry", "true"), hdr("retry-after-ms", "1200")},
+		}, rbv1.Action_ACTION_RETRY, rbv1.Reason_REASON_SERVER_HINT, 1200 * time.Millisecond, "", false},
+		{"openai POST without x-should-retry", &rbv1.ClassifyResponseRequest{
+			StatusCode: 429, Method: "POST", Attempt: 1, Provider: "openai",
+			Headers: []*rbv1.HttpHeader{hdr("retry-after-ms", "1200")},
+		}, rbv1.Action_ACTION_DO_NOT_RETRY, rbv1.Reason_REASON_UNSAFE_METHOD, 0, "", false},
+		{"shopify graphql POST throttled", &rbv1.ClassifyResponseRequest{
+			StatusCode: 200, Method: "POST", Attempt: 1, Provider: "shopify", Url: "https://shop.myshopify.com/admin/api/2025-01/graphql.json",
+			Headers: []*rbv1.HttpHeader{hdr("Content-Type", "application/json")}, Body: []byte(shopifyBody),
+		}, rbv1.Action_ACTION_RETRY, rbv1.Reason_REASON_SERVER_HINT, 7520 * time.Millisecond, "shopify/graphql_throttled", false},
+		{"operator's marked header", &rbv1.ClassifyResponseRequest{
+			StatusCode: 409, Method: "POST", Attempt: 1, Headers: []*rbv1.HttpHeader{hdr("x-corp-not-run", "true")},
+		}, rbv1.Action_ACTION_RETRY, rbv1.Reason_REASON_BACKOFF, 0, "", true},
+		{"operator's unmarked header", &rbv1.ClassifyResponseRequest{
+			StatusCode: 409, Method: "POST", Attempt: 1, Headers: []*rbv1.HttpHeader{hdr("x-corp-retryable", "true")},
+		}, rbv1.Action_ACTION_DO_NOT_RETRY, rbv1.Reason_REASON_UNSAFE_METHOD, 0, "", false},
+		{"operator's unmarked header with an idempotency key", &rbv1.ClassifyResponseRequest{
+			StatusCode: 409, Method: "POST", Attempt: 1, Headers: []*rbv1.HttpHeader{hdr("x-corp-retryable", "true")},
+			RequestHeaders: []*rbv1.HttpHeader{hdr("Idempotency-Key", "k-1")},
+		}, rbv1.Action_ACTION_RETRY, rbv1.Reason_REASON_BACKOFF, 0, "", true},
+		{"operator's marked rule", &rbv1.ClassifyResponseRequest{
+			StatusCode: 400, Method: "POST", Attempt: 1,
+			Headers: []*rbv1.HttpHeader{hdr("Content-Type", "application/json")}, Body: []byte(slowDownBody),
+		}, rbv1.Action_ACTION_RETRY, rbv1.Reason_REASON_SERVER_HINT, 1500 * time.Millisecond, "corp-api/slow_down", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := b.client.ClassifyResponse(teamA, c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := resp.GetDecision()
+			if d.GetAction() != c.action || d.GetReason() != c.reason || d.GetRule() != c.rule ||
+				(!c.backoff && d.GetDelay().AsDuration() != c.delay) {
+				t.Fatalf("decision %v; want %v %v delay %v rule %q", d, c.action, c.reason, c.delay, c.rule)
+			}
+		})
+	}
+}
