@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
@@ -31,10 +32,26 @@ const (
 	// MaxRecvMsgSize is the server-wide receive limit: the largest Execute
 	// request any policy allows.
 	MaxRecvMsgSize = engine.MaxBodyLimit + ExecuteOverhead
+	// MaxErrorMessage bounds an attempt's error_message, in bytes (longer
+	// ones are cut at a character boundary).
+	MaxErrorMessage = 1 << 10
+	// ResponseOverhead is what an Execute response may carry beyond its
+	// body and headers: up to engine.MaxRetriesLimit+1 attempts of at most
+	// 4 KiB each (an error message of MaxErrorMessage, names of at most a
+	// few hundred bytes, numbers), the outcome, provider and framing.
+	ResponseOverhead = 1 << 20
+	// headerLineOverhead is what one header line costs on the wire of an
+	// HttpHeader beyond its name and value: a tag and a length for the
+	// entry, for the name and for the value (lengths below 2 MiB).
+	headerLineOverhead = 12
 	// MaxSendMsgSize is the server-wide send limit: the largest response
-	// body any policy allows, plus its headers (the egress transport reads
-	// at most egress.MaxResponseHeaderBytes of them) and the attempts.
-	MaxSendMsgSize = engine.MaxBodyLimit + 2<<20
+	// body any policy allows, plus the largest head the egress transport
+	// lets through (egress.MaxResponseHeaderBytes of names and values in at
+	// most egress.MaxResponseHeaderLines lines), plus ResponseOverhead. No
+	// response built after an upstream call can exceed it, so no call
+	// answers RESOURCE_EXHAUSTED after its upstream call was made.
+	MaxSendMsgSize = engine.MaxBodyLimit + egress.MaxResponseHeaderBytes +
+		egress.MaxResponseHeaderLines*headerLineOverhead + ResponseOverhead
 )
 
 // RequestLimiter is implemented by services that bound each request

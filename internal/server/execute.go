@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -238,7 +239,7 @@ func attemptsToProto(attempts []engine.AttemptRecord, provider string) []*rbv1.A
 		setDuration(&b.wait, a.Waited)
 		m := &b.a
 		m.Number, m.StartTime, m.Duration = uint32(a.Number), &b.start, &b.duration
-		m.StatusCode, m.TransportError, m.ErrorMessage = int32(a.Status), rbv1.TransportError(transports.proto(a.Transport)), a.Error
+		m.StatusCode, m.TransportError, m.ErrorMessage = int32(a.Status), rbv1.TransportError(transports.proto(a.Transport)), cutText(a.Error, MaxErrorMessage)
 		m.Decision, m.Waited, m.Probe = b.decision.fill(a.Decision, provider), &b.wait, a.Probe
 		out[i] = m
 	}
@@ -267,4 +268,15 @@ func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
 	}
 	out.Attempts = attemptsToProto(res.Attempts, provider)
 	return out
+}
+
+// cutText returns s cut to at most n bytes, at a character boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
