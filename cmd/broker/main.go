@@ -58,6 +58,7 @@ type options struct {
 	// connection pools (0: egress defaults).
 	upstreamMaxIdle, upstreamMaxIdlePerHost int
 	metricsListen                           string
+	maxBufferedBytes                        int64
 	redis                                   *redisOptions
 	configFile                              string
 	tlsCert                                 string
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090); empty disables")
 	fs.IntVar(&o.upstreamMaxIdle, "upstream-max-idle-conns", egress.DefaultMaxIdleConns, "idle upstream connections kept per connection pool, across hosts")
 	fs.IntVar(&o.upstreamMaxIdlePerHost, "upstream-max-idle-conns-per-host", egress.DefaultMaxIdleConnsPerHost, "idle upstream connections kept per host in each pool; raise it for many concurrent calls to few hosts")
+	fs.Int64Var(&o.maxBufferedBytes, "max-buffered-bytes", engine.DefaultBodyBudget, "bytes of request and response bodies all Execute calls may buffer at once (each call reserves its request body plus its max_response_body before it sends); at least 128 MiB")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -90,6 +92,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.maxBufferedBytes < engine.MinBodyBudget {
+		return nil, fmt.Errorf("--max-buffered-bytes must be at least %d (the largest request and response bodies of one call), got %d", engine.MinBodyBudget, o.maxBufferedBytes)
 	}
 	return o, nil
 }
@@ -188,6 +193,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		engine.WithTracer(tp.Tracer("github.com/retrybroker/retrybroker")),
 		engine.WithPropagator(otel.GetTextMapPropagator()),
 		engine.WithObserver(mets),
+		engine.WithBodyBudget(o.maxBufferedBytes),
 	)
 	svcOpts := []server.Option{
 		server.WithExecutor(&server.Executor{Runner: runner, Clients: clients, Logger: logger}),

@@ -44,6 +44,7 @@ type callState struct {
 	waited time.Duration // waited before attempt n
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
+	hold   *bodyHold    // the call's room in the body budget, once reserved
 }
 
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
@@ -99,6 +100,9 @@ func (s *callState) run() (*Result, error) {
 	for s.n = 1; ; s.n++ {
 		adm, stop, err := s.admit()
 		if err != nil || stop {
+			return s.res, err
+		}
+		if end, err := s.reserveBodies(adm); end { // bodybudget.go: before the first send
 			return s.res, err
 		}
 		at, err := s.send(adm)
@@ -460,12 +464,9 @@ func (s *callState) readFinal(at *attempt) *FinalResponse {
 	resp := at.resp
 	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
 	body, err := at.peek, at.peekErr
-	if err == nil && int64(len(body)) <= s.maxBody {
-		var rest []byte
-		rest, err = io.ReadAll(io.LimitReader(resp.Body, s.maxBody+1-int64(len(body))))
-		body = append(body, rest...)
-	}
-	if int64(len(body)) > s.maxBody {
+	if err == nil {
+		body, f.Truncated, err = readBody(resp.Body, body, resp.ContentLength, s.maxBody) // one buffer
+	} else if int64(len(body)) > s.maxBody {
 		body, f.Truncated = body[:s.maxBody], true
 	}
 	f.Body = body

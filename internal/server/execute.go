@@ -190,11 +190,17 @@ func applyOverrides(tp *tenant.Policy, req *rbv1.ExecuteRequest) (*engine.Policy
 	return &p, v.err()
 }
 
+// BudgetRetryDelay is the retry delay suggested to a call that found no
+// room in the broker's body budget within its deadline: room frees as the
+// calls in flight end, which the broker cannot foretell.
+const BudgetRetryDelay = time.Second
+
 // executeError maps runner errors to precise statuses.
 func (s *Service) executeError(ctx context.Context, err error) error {
 	var de *engine.DestinationError
 	var pe *engine.PacingError
 	var se *engine.StoreError
+	var be *engine.BudgetError
 	switch {
 	case errors.As(err, &de):
 		var re *egress.RefusedError
@@ -209,6 +215,14 @@ func (s *Service) executeError(ctx context.Context, err error) error {
 		st := status.New(codes.ResourceExhausted, pe.Error())
 		if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(pe.Wait)}); derr == nil {
 			st = d
+		}
+		return st.Err()
+	case errors.As(err, &be):
+		st := status.New(codes.ResourceExhausted, be.Error())
+		if be.Waited {
+			if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(BudgetRetryDelay)}); derr == nil {
+				st = d
+			}
 		}
 		return st.Err()
 	case errors.As(err, &se):
