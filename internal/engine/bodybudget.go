@@ -57,7 +57,9 @@ func (e *BudgetError) Error() string {
 // A call reserves its request body plus its max_response_body before its
 // first attempt is sent, so that whatever the upstream answers, the body
 // has room: a call is refused, or waits, only before anything is sent,
-// never after. When the call ends, it gives back what it did not use; the
+// never after. Between attempts it gives the response's room back and
+// takes it again before the next attempt (waiting within its deadline, as
+// for any wait before a retry). When the call ends, it gives back what it did not use; the
 // bodies it returns (request and response, each of at least trackedBody
 // bytes) stay in the budget until the garbage collector has freed them
 // (runtime.AddCleanup), so the budget counts the memory that is actually
@@ -125,10 +127,13 @@ func (b *bodyBudget) reclaim() {
 	}()
 }
 
-// bodyHold is the room one call holds in the budget.
+// bodyHold is the room one call holds in the budget: its request body for
+// the whole call, and its max_response_body while an attempt is sent and
+// read (not while it waits between attempts).
 type bodyHold struct {
-	b    *bodyBudget
-	held int64
+	b       *bodyBudget
+	held    int64
+	sending bool // held includes the response's room
 }
 
 // free gives back n bytes of the hold.
@@ -163,22 +168,31 @@ func (b *bodyBudget) collected(n int64) {
 	b.sem.Release(n)
 }
 
-// reserveBodies reserves, before the call's first attempt is sent, room
-// for its request body and the largest response body it may return. It
-// does nothing for a stream, without a budget, or once reserved. When the
-// call cannot get room it gives the attempt's admission back and ends: a
-// *BudgetError (the whole budget is too small, or its deadline passed
-// while it waited), the caller's context error (s.res canceled), or the
+// reserveBodies reserves, before an attempt is sent, room for the largest
+// response body the call may return, and before its first attempt, for
+// its request body as well. It does nothing for a stream or without a
+// budget. When the call cannot get room it gives the attempt's admission
+// back and ends (end true): before the first attempt with a *BudgetError
+// (the whole budget is too small, or its deadline passed while it waited);
+// before a retry with OutcomeDeadlineTooShort (err nil), as a retry that
+// pacing cannot admit; the caller's context error (s.res canceled); or the
 // drain (s.res shutting down, err nil).
 func (s *callState) reserveBodies(adm store.Admission) (end bool, err error) {
 	b := s.r.budget
-	if b == nil || s.stream != nil || s.hold != nil {
+	if b == nil || s.stream != nil || (s.hold != nil && s.hold.sending) {
 		return false, nil
 	}
-	need := s.maxBody + int64(len(s.c.Body))
+	need := s.maxBody
+	if s.hold == nil {
+		need += int64(len(s.c.Body))
+	}
 	err = b.reserve(s.ctx, need, func(d int) { s.r.observer.Waiting("budget", d) })
 	if err == nil {
-		s.hold = &bodyHold{b: b, held: need}
+		if s.hold == nil {
+			s.hold = &bodyHold{b: b}
+		}
+		s.hold.held += need
+		s.hold.sending = true
 		return false, nil
 	}
 	_ = s.complete(adm, store.Observation{}, store.ResultNone, false) // admitted, never sent
@@ -191,8 +205,20 @@ func (s *callState) reserveBodies(adm store.Admission) (end bool, err error) {
 		return true, s.caller.Err()
 	case s.r.drain.hard.Err() != nil:
 		return true, s.endEarly(OutcomeShuttingDown, 0, false)
+	case s.n > 1:
+		return true, s.endEarly(OutcomeDeadlineTooShort, 0, false)
 	}
 	return true, &BudgetError{Need: need, Size: b.size, Waited: true}
+}
+
+// freeResponseRoom gives back the response's room while the call waits
+// for its next attempt, so that calls waiting out a backoff or a gate hold
+// only their request bodies.
+func (s *callState) freeResponseRoom() {
+	if h := s.hold; h != nil && h.sending {
+		h.free(s.maxBody)
+		h.sending = false
+	}
 }
 
 // keepBodies ends the call's hold (see bodyHold.keep) once Run is done.

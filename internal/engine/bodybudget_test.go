@@ -43,10 +43,20 @@ func newBudgetUpstream(t *testing.T, body string) *budgetUpstream {
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.paths = append(u.paths, r.URL.Path)
+		flaky := 0
+		for _, p := range u.paths {
+			if p == "/flaky" {
+				flaky++
+			}
+		}
 		u.mu.Unlock()
-		if r.URL.Path == "/hold" {
+		switch {
+		case r.URL.Path == "/hold":
 			u.held <- struct{}{}
 			<-u.release
+		case r.URL.Path == "/flaky" && flaky == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
 		}
 		_, _ = w.Write([]byte(body))
 	}))
@@ -150,4 +160,59 @@ func TestBodyBudgetRefusesOnlyBeforeSending(t *testing.T) {
 		t.Errorf("upstream saw %q, want /hold,/waits: a refused call sent nothing", got)
 	}
 	_ = a
+}
+
+// blockingClock is a fake clock whose sleeps (the waits between attempts)
+// signal sleeping and last until wake.
+type blockingClock struct {
+	*engine.FakeClock
+	sleeping, wake chan struct{}
+}
+
+func (c *blockingClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	c.sleeping <- struct{}{}
+	select {
+	case <-c.wake:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.FakeClock.Sleep(ctx, d)
+}
+
+// TestBodyBudgetFreeWhileWaitingToRetry: a call waiting out a backoff holds
+// no room for its response (else a failing provider's retries would hold
+// the budget from every other call); it takes the room again before its
+// retry.
+func TestBodyBudgetFreeWhileWaitingToRetry(t *testing.T) {
+	up := newBudgetUpstream(t, "ok")
+	clock := &blockingClock{FakeClock: engine.NewFakeClock(time.Unix(1e9, 0)), sleeping: make(chan struct{}, 1), wake: make(chan struct{})}
+	r := engine.NewRunner(nil, engine.WithClock(clock), engine.WithRand(maxRand{}), engine.WithBodyBudget(1<<20))
+	pol := engine.DefaultPolicy()
+	pol.MaxResponseBody = 768 << 10 // one call at a time
+	done := make(chan error, 1)
+	var res *engine.Result
+	go func() {
+		var err error
+		res, err = r.Run(t.Context(), newCall(t, up.URL+"/flaky", http.MethodGet, &pol, ""))
+		done <- err
+	}()
+	var wake sync.Once
+	defer wake.Do(func() { close(clock.wake) })
+	<-clock.sleeping // the 503's backoff
+	short := pol
+	short.TotalTimeout = 5 * time.Second // bounds the failure on a budget held through waits
+	other, err := r.Run(t.Context(), newCall(t, up.URL+"/other", http.MethodGet, &short, ""))
+	if err != nil || other.Outcome != engine.OutcomeSuccess {
+		t.Fatalf("a call while another waits to retry: %v, %+v", err, other)
+	}
+	wake.Do(func() { close(clock.wake) })
+	if err := <-done; err != nil || res.Outcome != engine.OutcomeSuccess || len(res.Attempts) != 2 {
+		t.Fatalf("the retried call: %v, %+v", err, res)
+	}
+	if got := up.saw(); got != "/flaky,/other,/flaky" {
+		t.Errorf("upstream saw %q", got)
+	}
 }

@@ -115,6 +115,7 @@ func (s *callState) run() (*Result, error) {
 		if err != nil || done {
 			return s.res, err
 		}
+		s.freeResponseRoom() // bodybudget.go: no response room held while waiting
 		d := at.rec.Decision
 		cause := "backoff"
 		if d.Reason == ReasonServerHint {
