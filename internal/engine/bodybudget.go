@@ -252,9 +252,12 @@ func readBody(r io.Reader, peek []byte, length, limit int64) (body []byte, trunc
 	case length < 0:
 		size = min(limit, max(2*int64(len(peek)), 64<<10))
 	}
-	buf := peek
-	if int64(cap(buf)) < size {
-		buf = make([]byte, len(peek), max(size, int64(len(peek))))
+	size = max(size, int64(len(peek))) // at most limit
+	var buf []byte
+	if int64(cap(peek)) >= size {
+		buf = peek[:len(peek):size] // never read past size into the peek's spare room
+	} else {
+		buf = make([]byte, len(peek), size)
 		copy(buf, peek)
 	}
 	for {
