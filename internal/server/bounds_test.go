@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -106,5 +109,40 @@ func TestWorstResponseFitsTheSendLimit(t *testing.T) {
 	t.Logf("worst response %d bytes, limit %d", size, server.MaxSendMsgSize)
 	if size > server.MaxSendMsgSize {
 		t.Fatalf("worst response of %d bytes over the send limit %d", size, server.MaxSendMsgSize)
+	}
+}
+
+// TestBudgetRefusalIsResourceExhausted: a call whose request body plus
+// max_response_body cannot fit the broker's body budget answers
+// RESOURCE_EXHAUSTED before anything is sent (no RetryInfo: waiting would
+// not help); the upstream sees nothing.
+func TestBudgetRefusalIsResourceExhausted(t *testing.T) {
+	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := egress.NewClients(egress.ClientConfig{DialFunc: (&recordingDialer{}).dial})
+	t.Cleanup(tr.CloseIdleConnections)
+	exec := &server.Executor{Runner: engine.NewRunner(nil, engine.WithBodyBudget(1<<20)), Clients: tr} // under the default 4 MiB
+	client := startBroker(t, server.WithDefaultTenant(dev), server.WithExecutor(exec))
+	up := newScripted(t, func(int, http.ResponseWriter, *http.Request) {})
+	_, err = client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}})
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "nothing was sent") {
+		t.Fatalf("got %v, want RESOURCE_EXHAUSTED", err)
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.RetryInfo); ok {
+			t.Error("a call that can never fit carries a RetryInfo")
+		}
+	}
+	if n := up.n.Load(); n != 0 {
+		t.Errorf("the upstream saw %d requests", n)
+	}
+	// Narrowed to fit, the same call goes through.
+	small := uint64(512 << 10)
+	resp, err := client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}, Overrides: &rbv1.ExecuteOverrides{MaxResponseBody: &small}})
+	if err != nil || resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
+		t.Fatalf("narrowed call: %v %v", err, resp.GetOutcome())
 	}
 }
