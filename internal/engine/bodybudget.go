@@ -133,7 +133,22 @@ func (b *bodyBudget) reclaim() {
 type bodyHold struct {
 	b       *bodyBudget
 	held    int64
-	sending bool // held includes the response's room
+	sending bool   // held includes the response's room
+	read    []byte // the body read for the attempt being concluded (readFinal)
+}
+
+// track moves the room of body (its capacity, when at least trackedBody
+// bytes and no more than the hold) from the hold to the bodies pending
+// collection, and reports whether it did.
+func (h *bodyHold) track(body []byte) bool {
+	n := int64(cap(body))
+	if n < trackedBody || n > h.held {
+		return false
+	}
+	h.held -= n
+	h.b.pending.Add(n)
+	runtime.AddCleanup(unsafe.SliceData(body[:1]), h.b.collected, n)
+	return true
 }
 
 // free gives back n bytes of the hold.
@@ -150,13 +165,7 @@ func (h *bodyHold) free(n int64) {
 // it holds), and gives back the rest at once.
 func (h *bodyHold) keep(bodies ...[]byte) {
 	for _, body := range bodies {
-		n := int64(cap(body))
-		if n < trackedBody || n > h.held {
-			continue
-		}
-		h.held -= n
-		h.b.pending.Add(n)
-		runtime.AddCleanup(unsafe.SliceData(body[:1]), h.b.collected, n)
+		h.track(body)
 	}
 	h.free(h.held)
 	h.b.reclaim()
@@ -214,10 +223,25 @@ func (s *callState) reserveBodies(adm store.Admission) (end bool, err error) {
 // freeResponseRoom gives back the response's room while the call waits
 // for its next attempt, so that calls waiting out a backoff or a gate hold
 // only their request bodies.
+//
+// A body read whole and then dropped for a retry (it broke off) keeps its
+// room until it is collected, as a returned body does.
 func (s *callState) freeResponseRoom() {
 	if h := s.hold; h != nil && h.sending {
-		h.free(s.maxBody)
+		room := s.maxBody
+		if n := int64(cap(h.read)); n <= room && h.track(h.read) {
+			room -= n
+		}
+		h.read = nil
+		h.free(room)
 		h.sending = false
+	}
+}
+
+// bodyRead records the body readFinal read for the attempt.
+func (s *callState) bodyRead(body []byte) {
+	if s.hold != nil {
+		s.hold.read = body
 	}
 }
 

@@ -102,7 +102,7 @@ func (s *callState) run() (*Result, error) {
 		if err != nil || stop {
 			return s.res, err
 		}
-		if end, err := s.reserveBodies(adm); end { // bodybudget.go: before the first send
+		if end, err := s.reserveBodies(adm); end { // bodybudget.go: room for the bodies before each send
 			return s.res, err
 		}
 		at, err := s.send(adm)
@@ -466,11 +466,16 @@ func (s *callState) readFinal(at *attempt) *FinalResponse {
 	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
 	body, err := at.peek, at.peekErr
 	if err == nil {
-		body, f.Truncated, err = readBody(resp.Body, body, resp.ContentLength, s.maxBody) // one buffer
+		length := resp.ContentLength
+		if resp.Body == http.NoBody {
+			length = 0 // a HEAD response: its Content-Length describes no body here
+		}
+		body, f.Truncated, err = readBody(resp.Body, body, length, s.maxBody) // one buffer
 	} else if int64(len(body)) > s.maxBody {
 		body, f.Truncated = body[:s.maxBody], true
 	}
 	f.Body = body
+	s.bodyRead(body) // bodybudget.go
 	if err == nil && f.Truncated {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.r.drainLimit))
 	}
