@@ -59,12 +59,13 @@ func (e *BudgetError) Error() string {
 // has room: a call is refused, or waits, only before anything is sent,
 // never after. Between attempts it gives the response's room back and
 // takes it again before the next attempt (waiting within its deadline, as
-// for any wait before a retry). When the call ends, it gives back what it did not use; the
-// bodies it returns (request and response, each of at least trackedBody
-// bytes) stay in the budget until the garbage collector has freed them
-// (runtime.AddCleanup), so the budget counts the memory that is actually
-// held, wherever the bodies went (a gRPC message being sent, a caller that
-// keeps the result). While calls wait for room and such bodies are
+// for any wait before a retry). When the call ends, it gives back what it
+// did not use and its request body's room (the caller's buffer, which may
+// serve many calls); the response body it returns (when at least
+// trackedBody bytes) stays in the budget until the garbage collector has
+// freed it (runtime.AddCleanup), so the budget counts the memory that is
+// actually held, wherever the body went (a gRPC message being sent, a
+// caller that keeps the result). While calls wait for room and such bodies are
 // pending, a collection is asked for every reclaimSpacing (reclaim).
 //
 // ExecuteStream calls reserve nothing: a stream holds at most one
@@ -160,9 +161,9 @@ func (h *bodyHold) free(n int64) {
 }
 
 // keep ends the call's hold: it keeps in the budget, until the garbage
-// collector frees them, the bodies the call returns (the request body and
-// the response body, when at least trackedBody bytes each; never more than
-// it holds), and gives back the rest at once.
+// collector frees them, the bodies the call returns (when at least
+// trackedBody bytes each; never more than it holds), and gives back the
+// rest at once.
 func (h *bodyHold) keep(bodies ...[]byte) {
 	for _, body := range bodies {
 		h.track(body)
@@ -254,7 +255,7 @@ func (s *callState) keepBodies(res *Result) {
 	if res != nil && res.Response != nil {
 		body = res.Response.Body
 	}
-	s.hold.keep(body, s.c.Body)
+	s.hold.keep(body) // the request body is the caller's: it may outlive many calls
 	s.hold = nil
 }
 
