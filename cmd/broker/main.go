@@ -61,6 +61,7 @@ type options struct {
 	metricsListen                           string
 	maxGatesPerTenant                       int
 	adminTokenFile                          string
+	maxBufferedBytes                        int64
 	redis                                   *redisOptions
 	configFile                              string
 	tlsCert                                 string
@@ -88,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxGatesPerTenant, "max-gates-per-tenant", memstore.DefaultMaxGatesPerTenant, "gates (per-host or per-provider state) one tenant may hold in the store; closed gates are never evicted, new ones go untracked when all are closed")
 	fs.IntVar(&o.upstreamMaxIdle, "upstream-max-idle-conns", egress.DefaultMaxIdleConns, "idle upstream connections kept per connection pool, across hosts")
 	fs.IntVar(&o.upstreamMaxIdlePerHost, "upstream-max-idle-conns-per-host", egress.DefaultMaxIdleConnsPerHost, "idle upstream connections kept per host in each pool; raise it for many concurrent calls to few hosts")
+	fs.Int64Var(&o.maxBufferedBytes, "max-buffered-bytes", engine.DefaultBodyBudget, "bytes of request and response bodies all Execute calls may buffer at once (each call reserves its request body plus its max_response_body before it sends); at least 128 MiB")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -95,6 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.maxBufferedBytes < engine.MinBodyBudget {
+		return nil, fmt.Errorf("--max-buffered-bytes must be at least %d (the largest request and response bodies of one call), got %d", engine.MinBodyBudget, o.maxBufferedBytes)
 	}
 	return o, nil
 }
@@ -205,6 +210,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		engine.WithTracer(tp.Tracer("github.com/retrybroker/retrybroker")),
 		engine.WithPropagator(otel.GetTextMapPropagator()),
 		engine.WithObserver(mets),
+		engine.WithBodyBudget(o.maxBufferedBytes),
 	)
 	svcOpts := []server.Option{
 		server.WithExecutor(&server.Executor{Runner: runner, Clients: clients, Logger: logger}),

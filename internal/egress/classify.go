@@ -19,6 +19,7 @@ import (
 //
 //   - nil: TransportNone;
 //   - wraps *RefusedError: TransportDestinationRefused;
+//   - wraps ErrResponseHeadersTooLarge: TransportResponseHeadersTooLarge;
 //   - context.Canceled: TransportCanceled;
 //   - context.DeadlineExceeded: TransportTimeout;
 //   - *net.DNSError: TransportDNSNotFound when IsNotFound, otherwise
@@ -50,6 +51,8 @@ func Classify(err error) engine.TransportError {
 	switch {
 	case errors.As(err, &refused):
 		return engine.TransportDestinationRefused
+	case errors.Is(err, ErrResponseHeadersTooLarge):
+		return engine.TransportResponseHeadersTooLarge
 	case errors.Is(err, context.Canceled):
 		return engine.TransportCanceled
 	case errors.Is(err, context.DeadlineExceeded):

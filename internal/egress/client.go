@@ -34,6 +34,25 @@ const (
 	DefaultMaxPools     = 256
 )
 
+// Caps on an upstream response's head, fixed for every pool. The gRPC
+// server's send limit is derived from them (server.MaxSendMsgSize), so a
+// response whose head passed them always fits the message that carries it.
+const (
+	// MaxResponseHeaderBytes bounds the bytes of a response head as the
+	// transport reads them (http.Transport.MaxResponseHeaderBytes: the
+	// status line and header lines on HTTP/1, the header list size on
+	// HTTP/2), and the sum of the names' and values' lengths once parsed.
+	MaxResponseHeaderBytes = 1 << 20
+	// MaxResponseHeaderLines bounds the header lines (name-value pairs,
+	// repeated names counted each time) of a response.
+	MaxResponseHeaderLines = 1000
+)
+
+// ErrResponseHeadersTooLarge is returned (wrapped) by a round trip whose
+// response head went past MaxResponseHeaderBytes or MaxResponseHeaderLines.
+// The response is closed; none of it is returned.
+var ErrResponseHeadersTooLarge = errors.New("egress: upstream response headers too large")
+
 // DefaultSensitiveHeaders are stripped from a followed redirect once the
 // origin changes. ClientConfig.SensitiveHeaders adds to them.
 var DefaultSensitiveHeaders = []string{
@@ -196,7 +215,48 @@ func (t *Transport) roundTrip(g *Guard, req *http.Request) (*http.Response, erro
 		}
 		return nil, err
 	}
-	return t.transportFor(g).RoundTrip(req)
+	resp, err := t.transportFor(g).RoundTrip(req)
+	if err != nil {
+		if headTooLong(err) {
+			err = fmt.Errorf("%w (more than %d bytes): %w", ErrResponseHeadersTooLarge, MaxResponseHeaderBytes, err)
+		}
+		return nil, err
+	}
+	if err := checkHead(resp.Header); err != nil {
+		_ = resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// checkHead checks a parsed response head against the caps: the transport
+// bounds the bytes it reads, but not the number of lines, and HTTP/2 counts
+// bytes its own way.
+func checkHead(h http.Header) error {
+	lines, size := 0, 0
+	for k, vs := range h {
+		lines += len(vs)
+		for _, v := range vs {
+			size += len(k) + len(v)
+		}
+	}
+	switch {
+	case lines > MaxResponseHeaderLines:
+		return fmt.Errorf("%w: %d header lines (at most %d)", ErrResponseHeadersTooLarge, lines, MaxResponseHeaderLines)
+	case size > MaxResponseHeaderBytes:
+		return fmt.Errorf("%w: %d bytes of names and values (at most %d)", ErrResponseHeadersTooLarge, size, MaxResponseHeaderBytes)
+	}
+	return nil
+}
+
+// headTooLong reports whether err is net/http's own report of a response
+// head past MaxResponseHeaderBytes (unexported errors, matched by text as
+// isInvalidURL does).
+func headTooLong(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") ||
+		strings.Contains(msg, "http2: response header list larger than advertised limit") ||
+		strings.Contains(msg, "header list too large")
 }
 
 func (t *Transport) precheck(g *Guard, u *url.URL) error {
@@ -278,13 +338,14 @@ func (t *Transport) newHTTPTransport(g *Guard) *http.Transport {
 			// in this pool was accepted by a guard with this pool's key.
 			return t.dialer.dial(ctx, g, network, address)
 		},
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   t.cfg.TLSHandshakeTimeout,
-		ResponseHeaderTimeout: t.cfg.ResponseHeaderTimeout,
-		IdleConnTimeout:       t.cfg.IdleConnTimeout,
-		MaxIdleConns:          t.cfg.MaxIdleConns,
-		MaxIdleConnsPerHost:   t.cfg.MaxIdleConnsPerHost,
-		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    t.cfg.TLSHandshakeTimeout,
+		ResponseHeaderTimeout:  t.cfg.ResponseHeaderTimeout,
+		IdleConnTimeout:        t.cfg.IdleConnTimeout,
+		MaxIdleConns:           t.cfg.MaxIdleConns,
+		MaxIdleConnsPerHost:    t.cfg.MaxIdleConnsPerHost,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	if t.cfg.TLSClientConfig != nil {
 		rt.TLSClientConfig = t.cfg.TLSClientConfig.Clone()

@@ -45,6 +45,7 @@ type callState struct {
 	w      waiter        // where every wait of the call waits
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
+	hold   *bodyHold    // the call's room in the body budget, once reserved
 }
 
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
@@ -102,6 +103,9 @@ func (s *callState) run() (*Result, error) {
 		if err != nil || stop {
 			return s.res, err
 		}
+		if end, err := s.reserveBodies(adm); end { // bodybudget.go: room for the bodies before each send
+			return s.res, err
+		}
 		at, err := s.send(adm)
 		if err != nil {
 			s.res.Attempts = append(s.res.Attempts, at.rec)
@@ -112,6 +116,7 @@ func (s *callState) run() (*Result, error) {
 		if err != nil || done {
 			return s.res, err
 		}
+		s.freeResponseRoom() // bodybudget.go: no response room held while waiting
 		d := at.rec.Decision
 		cause := causeBackoff
 		if d.Reason == ReasonServerHint {
@@ -492,15 +497,17 @@ func (s *callState) readFinal(at *attempt) *FinalResponse {
 	resp := at.resp
 	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
 	body, err := at.peek, at.peekErr
-	if err == nil && int64(len(body)) <= s.maxBody {
-		var rest []byte
-		rest, err = io.ReadAll(io.LimitReader(resp.Body, s.maxBody+1-int64(len(body))))
-		body = append(body, rest...)
-	}
-	if int64(len(body)) > s.maxBody {
+	if err == nil {
+		length := resp.ContentLength
+		if resp.Body == http.NoBody {
+			length = 0 // a HEAD response: its Content-Length describes no body here
+		}
+		body, f.Truncated, err = readBody(resp.Body, body, length, s.maxBody) // one buffer
+	} else if int64(len(body)) > s.maxBody {
 		body, f.Truncated = body[:s.maxBody], true
 	}
 	f.Body = body
+	s.bodyRead(body) // bodybudget.go
 	if err == nil && f.Truncated {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, s.r.drainLimit))
 	}

@@ -83,8 +83,8 @@ type Observer interface {
 	// transport error), the transport error kind, and the decision taken.
 	AttemptDone(status int, transport TransportError, d Decision)
 	// Waiting is called with +1 when a call parks in a wait and -1 when it
-	// resumes; cause is "backoff", "hint", "cooldown", "breaker", "held"
-	// or "pacing".
+	// resumes; cause is "backoff", "hint", "cooldown", "breaker", "held",
+	// "pacing" or "budget" (room in the body budget).
 	Waiting(cause string, delta int)
 	// InFlight is called with +1 when an Execute call starts, -1 when it ends.
 	InFlight(delta int)
@@ -158,6 +158,7 @@ type Runner struct {
 	classifier *Classifier
 	events     gateQueues
 	drain      drainer
+	budget     *bodyBudget // nil: no budget
 }
 
 // RunnerOption configures NewRunner.
@@ -216,6 +217,20 @@ func WithHeldPoll(d time.Duration) RunnerOption {
 	return func(r *Runner) {
 		if d > 0 {
 			r.heldPoll = d
+		}
+	}
+}
+
+// WithBodyBudget bounds the bytes of buffered bodies of all Execute calls
+// of the runner to n (see bodyBudget): each call reserves its request body
+// plus its max_response_body before its first attempt is sent, waits for
+// room within its deadline, and is refused (*BudgetError) before anything
+// is sent when it cannot get any. n <= 0 sets no budget (the default).
+func WithBodyBudget(n int64) RunnerOption {
+	return func(r *Runner) {
+		r.budget = nil
+		if n > 0 {
+			r.budget = newBodyBudget(n)
 		}
 	}
 }
@@ -390,14 +405,17 @@ func (c *Call) destination() Destination {
 
 // Run performs the call. It returns a Result for every upstream outcome,
 // and an error only for a refused destination (*DestinationError), pacing
-// that cannot admit the call (*PacingError), a fail-closed store outage
+// that cannot admit the call (*PacingError), no room in the body budget
+// (*BudgetError, before anything was sent), a fail-closed store outage
 // (*StoreError) or the caller's cancellation (the context's error).
 func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	r.observer.InFlight(1)
 	defer r.observer.InFlight(-1)
 	s := r.newCall(ctx, c)
 	defer s.cancel()
-	return s.run()
+	res, err := s.run()
+	s.keepBodies(res)
+	return res, err
 }
 
 // Drain starts the broker's shutdown: from now on a call parked in a wait

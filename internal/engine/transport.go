@@ -33,6 +33,13 @@ const (
 	// ended early (reset, short Content-Length, timeout while reading).
 	// Retryable.
 	TransportBodyIncomplete
+	// TransportResponseHeadersTooLarge: the response headers went past the
+	// broker's cap (bytes or lines); nothing of the response is kept.
+	// Retryable: an oversized head is as often a passing fault (an error
+	// page from a proxy, one bad instance behind a load balancer) as a
+	// constant one, and a constant one is stopped by max_retries, the
+	// retry budget and the failure breaker.
+	TransportResponseHeadersTooLarge
 )
 
 var transportNames = [...]string{
@@ -49,6 +56,8 @@ var transportNames = [...]string{
 	TransportDestinationRefused: "destination_refused",
 	TransportOther:              "other",
 	TransportBodyIncomplete:     "body_incomplete",
+
+	TransportResponseHeadersTooLarge: "response_headers_too_large",
 }
 
 // String returns the snake_case name used by the conformance vectors
@@ -84,7 +93,7 @@ func ParseTransportError(name string) (TransportError, bool) {
 func (k TransportError) Retryable() bool {
 	switch k {
 	case TransportConnectionRefused, TransportConnectionReset, TransportEOF,
-		TransportTimeout, TransportDNSTemporary, TransportBodyIncomplete:
+		TransportTimeout, TransportDNSTemporary, TransportBodyIncomplete, TransportResponseHeadersTooLarge:
 		return true
 	default:
 		return false

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
@@ -31,10 +33,26 @@ const (
 	// MaxRecvMsgSize is the server-wide receive limit: the largest Execute
 	// request any policy allows.
 	MaxRecvMsgSize = engine.MaxBodyLimit + ExecuteOverhead
+	// MaxErrorMessage bounds an attempt's error_message, in bytes (longer
+	// ones are cut at a character boundary).
+	MaxErrorMessage = 1 << 10
+	// ResponseOverhead is what an Execute response may carry beyond its
+	// body and headers: up to engine.MaxRetriesLimit+1 attempts of at most
+	// 4 KiB each (an error message of MaxErrorMessage, names of at most a
+	// few hundred bytes, numbers), the outcome, provider and framing.
+	ResponseOverhead = 1 << 20
+	// headerLineOverhead is what one header line costs on the wire of an
+	// HttpHeader beyond its name and value: a tag and a length for the
+	// entry, for the name and for the value (lengths below 2 MiB).
+	headerLineOverhead = 12
 	// MaxSendMsgSize is the server-wide send limit: the largest response
-	// body any policy allows, plus its headers (the egress transport reads
-	// at most egress.MaxResponseHeaderBytes of them) and the attempts.
-	MaxSendMsgSize = engine.MaxBodyLimit + 2<<20
+	// body any policy allows, plus the largest head the egress transport
+	// lets through (egress.MaxResponseHeaderBytes of names and values in at
+	// most egress.MaxResponseHeaderLines lines), plus ResponseOverhead. No
+	// response built after an upstream call can exceed it, so no call
+	// answers RESOURCE_EXHAUSTED after its upstream call was made.
+	MaxSendMsgSize = engine.MaxBodyLimit + egress.MaxResponseHeaderBytes +
+		egress.MaxResponseHeaderLines*headerLineOverhead + ResponseOverhead
 )
 
 // RequestLimiter is implemented by services that bound each request
@@ -60,7 +78,50 @@ type rawCodec struct{ proto encoding.CodecV2 }
 
 func newRawCodec() rawCodec { return rawCodec{proto: encoding.GetCodecV2("proto")} }
 
-func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*rbv1.ExecuteResponse); ok && len(m.GetResponse().GetBody()) >= spliceBody {
+		return marshalSpliced(m)
+	}
+	return c.proto.Marshal(v)
+}
+
+// spliceBody is the smallest response body marshalSpliced sends in place.
+const spliceBody = 64 << 10
+
+// Field numbers of the response body and of the message that holds it.
+var (
+	responseField = (&rbv1.ExecuteResponse{}).ProtoReflect().Descriptor().Fields().ByName("response").Number()
+	bodyField     = (&rbv1.HttpResponse{}).ProtoReflect().Descriptor().Fields().ByName("body").Number()
+)
+
+// marshalSpliced encodes an Execute response without copying its body: the
+// message is the encoding of everything but the response, then the
+// response's field with everything but the body, then the body's tag and
+// length, then the body itself, sent from the engine's buffer (each field
+// once; protobuf parsers accept fields in any order). So the body is held
+// once, by the engine's buffer, until gRPC has written it.
+func marshalSpliced(m *rbv1.ExecuteResponse) (mem.BufferSlice, error) {
+	resp := m.Response
+	body := resp.Body
+	resp.Body, m.Response = nil, nil
+	outer, err := proto.Marshal(m)
+	m.Response = resp
+	var inner []byte
+	if err == nil {
+		inner, err = proto.Marshal(resp)
+	}
+	resp.Body = body
+	if err != nil {
+		return nil, err
+	}
+	bodyHead := protowire.AppendVarint(protowire.AppendTag(nil, bodyField, protowire.BytesType), uint64(len(body)))
+	head := make([]byte, 0, len(outer)+2*binary.MaxVarintLen64+len(inner)+len(bodyHead))
+	head = append(head, outer...)
+	head = protowire.AppendTag(head, responseField, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(len(inner)+len(bodyHead)+len(body)))
+	head = append(append(head, inner...), bodyHead...)
+	return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(body)}, nil
+}
 
 func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*rawMessage); ok {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -189,11 +190,17 @@ func applyOverrides(tp *tenant.Policy, req *rbv1.ExecuteRequest) (*engine.Policy
 	return &p, v.err()
 }
 
+// BudgetRetryDelay is the retry delay suggested to a call that found no
+// room in the broker's body budget within its deadline: room frees as the
+// calls in flight end, which the broker cannot foretell.
+const BudgetRetryDelay = time.Second
+
 // executeError maps runner errors to precise statuses.
 func (s *Service) executeError(ctx context.Context, err error) error {
 	var de *engine.DestinationError
 	var pe *engine.PacingError
 	var se *engine.StoreError
+	var be *engine.BudgetError
 	switch {
 	case errors.As(err, &de):
 		var re *egress.RefusedError
@@ -208,6 +215,14 @@ func (s *Service) executeError(ctx context.Context, err error) error {
 		st := status.New(codes.ResourceExhausted, pe.Error())
 		if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(pe.Wait)}); derr == nil {
 			st = d
+		}
+		return st.Err()
+	case errors.As(err, &be):
+		st := status.New(codes.ResourceExhausted, be.Error())
+		if be.Waited {
+			if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(BudgetRetryDelay)}); derr == nil {
+				st = d
+			}
 		}
 		return st.Err()
 	case errors.As(err, &se):
@@ -238,7 +253,7 @@ func attemptsToProto(attempts []engine.AttemptRecord, provider string) []*rbv1.A
 		setDuration(&b.wait, a.Waited)
 		m := &b.a
 		m.Number, m.StartTime, m.Duration = uint32(a.Number), &b.start, &b.duration
-		m.StatusCode, m.TransportError, m.ErrorMessage = int32(a.Status), rbv1.TransportError(transports.proto(a.Transport)), a.Error
+		m.StatusCode, m.TransportError, m.ErrorMessage = int32(a.Status), rbv1.TransportError(transports.proto(a.Transport)), cutText(a.Error, MaxErrorMessage)
 		m.Decision, m.Waited, m.Probe = b.decision.fill(a.Decision, provider), &b.wait, a.Probe
 		out[i] = m
 	}
@@ -267,4 +282,15 @@ func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
 	}
 	out.Attempts = attemptsToProto(res.Attempts, provider)
 	return out
+}
+
+// cutText returns s cut to at most n bytes, at a character boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -17,10 +17,11 @@ import (
 )
 
 // Message size limits of the client. The broker sends final response
-// bodies of up to 64 MiB (a policy's max_response_body) plus headers, and
-// accepts requests of up to 10 MiB.
+// bodies of up to 64 MiB (a policy's max_response_body) plus up to 1 MiB of
+// headers and the attempts (its send limit is 64 MiB + 1 MiB + about 1 MiB),
+// and accepts requests of up to 10 MiB.
 const (
-	maxRecvMsgSize = 65 << 20
+	maxRecvMsgSize = 67 << 20
 	maxSendMsgSize = 10 << 20
 	// DefaultMaxRequestBody is the default limit of the request bodies
 	// Execute reads (8 MiB, the most the broker accepts). A tenant's policy

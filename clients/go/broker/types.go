@@ -98,6 +98,9 @@ const (
 	// appears in an Attempt and ClassifyResponse does not accept it.
 	KindDestinationRefused TransportErrorKind = "destination_refused"
 	KindOther              TransportErrorKind = "other"
+	// KindResponseHeadersTooLarge: the upstream's response head went past
+	// the broker's cap (1 MiB, or 1,000 header lines). Retryable.
+	KindResponseHeadersTooLarge TransportErrorKind = "response_headers_too_large"
 )
 
 const transportPrefix = "TRANSPORT_ERROR_"

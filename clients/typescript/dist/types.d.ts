@@ -26,7 +26,7 @@ export type Outcome = (typeof OUTCOMES)[number] | (string & {});
  * of the conformance vectors). "body_incomplete" is the one kind that comes
  * with a status: the response headers arrived but the body ended early.
  */
-export type TransportErrorKind = "connection_refused" | "connection_reset" | "eof" | "timeout" | "dns_temporary" | "dns_not_found" | "tls_certificate" | "canceled" | "invalid_url" | "destination_refused" | "other" | "body_incomplete";
+export type TransportErrorKind = "connection_refused" | "connection_reset" | "eof" | "timeout" | "dns_temporary" | "dns_not_found" | "tls_certificate" | "canceled" | "invalid_url" | "destination_refused" | "other" | "body_incomplete" | "response_headers_too_large";
 /** TRANSPORT_ERROR_KINDS lists every TransportErrorKind. */
 export declare const TRANSPORT_ERROR_KINDS: readonly TransportErrorKind[];
 /** A time as a caller may pass it: a Date or Unix milliseconds. */

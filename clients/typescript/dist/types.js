@@ -54,6 +54,7 @@ export const TRANSPORT_ERROR_KINDS = [
     "destination_refused",
     "other",
     "body_incomplete",
+    "response_headers_too_large",
 ];
 /** ExecuteResult is the final response of an Execute call. */
 export class ExecuteResult {

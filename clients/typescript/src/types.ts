@@ -74,7 +74,8 @@ export type TransportErrorKind =
   | "invalid_url"
   | "destination_refused"
   | "other"
-  | "body_incomplete";
+  | "body_incomplete"
+  | "response_headers_too_large";
 
 /** TRANSPORT_ERROR_KINDS lists every TransportErrorKind. */
 export const TRANSPORT_ERROR_KINDS: readonly TransportErrorKind[] = [
@@ -90,6 +91,7 @@ export const TRANSPORT_ERROR_KINDS: readonly TransportErrorKind[] = [
   "destination_refused",
   "other",
   "body_incomplete",
+  "response_headers_too_large",
 ];
 
 /** A time as a caller may pass it: a Date or Unix milliseconds. */

@@ -231,6 +231,10 @@ const (
 	// body ended early (connection reset, fewer bytes than Content-Length, a
 	// timeout while reading it). Retryable. The attempt keeps its status_code.
 	TransportError_TRANSPORT_ERROR_BODY_INCOMPLETE TransportError = 12
+	// TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE: the response headers went
+	// past the broker's cap (1 MiB, or 1,000 header lines); no status is
+	// kept. Retryable.
+	TransportError_TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE TransportError = 13
 )
 
 // Enum value maps for TransportError.
@@ -249,21 +253,23 @@ var (
 		10: "TRANSPORT_ERROR_DESTINATION_REFUSED",
 		11: "TRANSPORT_ERROR_OTHER",
 		12: "TRANSPORT_ERROR_BODY_INCOMPLETE",
+		13: "TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE",
 	}
 	TransportError_value = map[string]int32{
-		"TRANSPORT_ERROR_UNSPECIFIED":         0,
-		"TRANSPORT_ERROR_CONNECTION_REFUSED":  1,
-		"TRANSPORT_ERROR_CONNECTION_RESET":    2,
-		"TRANSPORT_ERROR_EOF":                 3,
-		"TRANSPORT_ERROR_TIMEOUT":             4,
-		"TRANSPORT_ERROR_DNS_TEMPORARY":       5,
-		"TRANSPORT_ERROR_DNS_NOT_FOUND":       6,
-		"TRANSPORT_ERROR_TLS_CERTIFICATE":     7,
-		"TRANSPORT_ERROR_CANCELED":            8,
-		"TRANSPORT_ERROR_INVALID_URL":         9,
-		"TRANSPORT_ERROR_DESTINATION_REFUSED": 10,
-		"TRANSPORT_ERROR_OTHER":               11,
-		"TRANSPORT_ERROR_BODY_INCOMPLETE":     12,
+		"TRANSPORT_ERROR_UNSPECIFIED":                0,
+		"TRANSPORT_ERROR_CONNECTION_REFUSED":         1,
+		"TRANSPORT_ERROR_CONNECTION_RESET":           2,
+		"TRANSPORT_ERROR_EOF":                        3,
+		"TRANSPORT_ERROR_TIMEOUT":                    4,
+		"TRANSPORT_ERROR_DNS_TEMPORARY":              5,
+		"TRANSPORT_ERROR_DNS_NOT_FOUND":              6,
+		"TRANSPORT_ERROR_TLS_CERTIFICATE":            7,
+		"TRANSPORT_ERROR_CANCELED":                   8,
+		"TRANSPORT_ERROR_INVALID_URL":                9,
+		"TRANSPORT_ERROR_DESTINATION_REFUSED":        10,
+		"TRANSPORT_ERROR_OTHER":                      11,
+		"TRANSPORT_ERROR_BODY_INCOMPLETE":            12,
+		"TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE": 13,
 	}
 )
 
@@ -1790,7 +1796,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x12REASON_GATE_CLOSED\x10\r\x12\x13\n" +
 	"\x0fREASON_CANCELED\x10\x0e\x12\x17\n" +
 	"\x13REASON_BREAKER_OPEN\x10\x0f\x12\x18\n" +
-	"\x14REASON_SHUTTING_DOWN\x10\x10*\xc8\x03\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x10*\xf8\x03\n" +
 	"\x0eTransportError\x12\x1f\n" +
 	"\x1bTRANSPORT_ERROR_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"TRANSPORT_ERROR_CONNECTION_REFUSED\x10\x01\x12$\n" +
@@ -1805,7 +1811,8 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"#TRANSPORT_ERROR_DESTINATION_REFUSED\x10\n" +
 	"\x12\x19\n" +
 	"\x15TRANSPORT_ERROR_OTHER\x10\v\x12#\n" +
-	"\x1fTRANSPORT_ERROR_BODY_INCOMPLETE\x10\f*\xbe\x02\n" +
+	"\x1fTRANSPORT_ERROR_BODY_INCOMPLETE\x10\f\x12.\n" +
+	"*TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE\x10\r*\xbe\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x19\n" +

@@ -117,6 +117,7 @@ class TransportError(_OpenStrEnum):
     DESTINATION_REFUSED = "destination_refused"
     OTHER = "other"
     BODY_INCOMPLETE = "body_incomplete"
+    RESPONSE_HEADERS_TOO_LARGE = "response_headers_too_large"
 
     @classmethod
     def parse(cls, value: TransportError | str) -> TransportError:

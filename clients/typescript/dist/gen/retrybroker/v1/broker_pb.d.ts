@@ -881,7 +881,15 @@ export declare enum TransportError {
      *
      * @generated from enum value: TRANSPORT_ERROR_BODY_INCOMPLETE = 12;
      */
-    BODY_INCOMPLETE = 12
+    BODY_INCOMPLETE = 12,
+    /**
+     * TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE: the response headers went
+     * past the broker's cap (1 MiB, or 1,000 header lines); no status is
+     * kept. Retryable.
+     *
+     * @generated from enum value: TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE = 13;
+     */
+    RESPONSE_HEADERS_TOO_LARGE = 13
 }
 /**
  * Describes the enum retrybroker.v1.TransportError.

@@ -52,6 +52,7 @@ class TransportError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSPORT_ERROR_DESTINATION_REFUSED: _ClassVar[TransportError]
     TRANSPORT_ERROR_OTHER: _ClassVar[TransportError]
     TRANSPORT_ERROR_BODY_INCOMPLETE: _ClassVar[TransportError]
+    TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE: _ClassVar[TransportError]
 
 class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -111,6 +112,7 @@ TRANSPORT_ERROR_INVALID_URL: TransportError
 TRANSPORT_ERROR_DESTINATION_REFUSED: TransportError
 TRANSPORT_ERROR_OTHER: TransportError
 TRANSPORT_ERROR_BODY_INCOMPLETE: TransportError
+TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE: TransportError
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_SUCCESS: Outcome
 OUTCOME_NOT_RETRYABLE: Outcome

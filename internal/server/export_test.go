@@ -1,0 +1,4 @@
+package server
+
+// ResultToProto is resultToProto, for tests.
+var ResultToProto = resultToProto
