@@ -132,8 +132,12 @@ func TestHundredCallersAtOnce(t *testing.T) {
 		deadline time.Duration // 0: the end of the run
 		replicas int           // 0: one broker on its memory store
 	}{
-		{retryAfter, 0, 0}, {retryAfter, 3 * time.Second, 0}, {github, 0, 0}, {github, 3 * time.Second, 0},
-		{retryAfter, 0, 3}, {github, 3 * time.Second, 3},
+		{retryAfter, 0, 0},
+		{retryAfter, 3 * time.Second, 0},
+		{github, 0, 0},
+		{github, 3 * time.Second, 0},
+		{retryAfter, 0, 3},
+		{github, 3 * time.Second, 3},
 	} {
 		name := tc.style.name + "/long deadlines"
 		if tc.deadline > 0 {

@@ -390,8 +390,10 @@ func TestFirstWindowGateIsNotPlain(t *testing.T) {
 	// Accept calls one by one until slow start ends.
 	need := store.SlowStartShare * (store.SlowStartMax - 1)
 	for i := 0; ; i++ {
-		if _, err := s.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: a.Ticket, Result: store.ResultAccepted,
-			Learning: store.DefaultLearning(), Breaker: store.DefaultBreaker(), Now: now}); err != nil {
+		if _, err := s.Complete(ctx, store.CompleteRequest{
+			Gate: g, Ticket: a.Ticket, Result: store.ResultAccepted,
+			Learning: store.DefaultLearning(), Breaker: store.DefaultBreaker(), Now: now,
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if i+1 >= need {
