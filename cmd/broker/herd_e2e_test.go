@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
@@ -36,16 +38,18 @@ type herdUpstream struct {
 	accepted map[int]int
 	refused  map[int]int
 	early    map[int]int
+	seen     map[string]bool // X-Call values that arrived
 }
 
 func newHerdUpstream(t *testing.T, w time.Duration, quota int, announce bool) *herdUpstream {
 	u := &herdUpstream{
 		w: w, quota: quota, announce: announce, start: time.Now(),
-		accepted: map[int]int{}, refused: map[int]int{}, early: map[int]int{},
+		accepted: map[int]int{}, refused: map[int]int{}, early: map[int]int{}, seen: map[string]bool{},
 	}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+	u.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		u.mu.Lock()
+		u.seen[r.Header.Get("X-Call")] = true
 		win := int(now.Sub(u.start) / u.w)
 		if now.Before(u.hinted) {
 			u.early[win]++
@@ -92,6 +96,14 @@ func (u *herdUpstream) restart(now time.Time) {
 	clear(u.accepted)
 	clear(u.refused)
 	clear(u.early)
+	clear(u.seen)
+}
+
+// sent reports whether a call with this X-Call value reached the provider.
+func (u *herdUpstream) sent(call string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.seen[call]
 }
 
 func (u *herdUpstream) counts(win int) (accepted, refused, early int) {
@@ -167,28 +179,45 @@ func TestHundredCallersAtOnce(t *testing.T) {
 			var mu sync.Mutex
 			outcomes := map[rbv1.Outcome]int{}
 			var rpcErrs []error
+			heldToDeadline, cutInFlight := 0, 0 // calls that ended at their deadline without a send, and with one
 			for c := range callers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					b := brokers[c%len(brokers)]
 					time.Sleep(time.Until(start)) // all at once
-					for time.Now().Before(end) {
+					for n := 0; time.Now().Before(end); n++ {
+						call := strconv.Itoa(c) + "-" + strconv.Itoa(n)
 						d := end
 						if short := time.Now().Add(tc.deadline); tc.deadline > 0 && short.Before(end) {
 							d = short
 						}
 						ctx, cancel := context.WithDeadline(context.Background(), d)
 						resp, err := b.client.Execute(ctx, &rbv1.ExecuteRequest{
-							Request: &rbv1.HttpRequest{Url: up.URL + "/api"}, Provider: tc.style.provider,
+							Request: &rbv1.HttpRequest{
+								Url: up.URL + "/api", Headers: []*rbv1.HttpHeader{{Name: "X-Call", Value: call}},
+							},
+							Provider: tc.style.provider,
 						})
 						cancel()
 						mu.Lock()
-						if err != nil {
+						switch {
+						case status.Code(err) == codes.DeadlineExceeded:
+							// The caller's deadline cut an attempt in flight
+							// (on a loaded machine, a slow answer), or the
+							// broker held the call to its deadline unsent.
+							switch {
+							case !time.Now().Before(end.Add(-100 * time.Millisecond)):
+							case up.sent(call):
+								cutInFlight++
+							default:
+								heldToDeadline++
+							}
+						case err != nil:
 							if time.Now().Before(end.Add(-100 * time.Millisecond)) {
 								rpcErrs = append(rpcErrs, err)
 							}
-						} else {
+						default:
 							outcomes[resp.GetOutcome()]++
 						}
 						mu.Unlock()
@@ -199,9 +228,12 @@ func TestHundredCallersAtOnce(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			t.Logf("outcomes %v", outcomes)
+			t.Logf("outcomes %v; cut in flight by the caller's deadline: %d", outcomes, cutInFlight)
 			if len(rpcErrs) > 0 {
 				t.Errorf("%d calls failed as RPCs before the end of the run, first: %v", len(rpcErrs), rpcErrs[0])
+			}
+			if heldToDeadline > 0 {
+				t.Errorf("%d calls were held to their deadline and never sent: a held call must end (GATE_CLOSED with a retry_after) while it can still be told", heldToDeadline)
 			}
 			firstMax := quota / 4
 			if tc.style.announce {
