@@ -162,33 +162,15 @@ func TestBodyBudgetRefusesOnlyBeforeSending(t *testing.T) {
 	_ = a
 }
 
-// blockingClock is a fake clock whose sleeps (the waits between attempts)
-// signal sleeping and last until wake.
-type blockingClock struct {
-	*engine.FakeClock
-	sleeping, wake chan struct{}
-}
-
-func (c *blockingClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	c.sleeping <- struct{}{}
-	select {
-	case <-c.wake:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return c.FakeClock.Sleep(ctx, d)
-}
-
 // TestBodyBudgetFreeWhileWaitingToRetry: a call waiting out a backoff holds
 // no room for its response (else a failing provider's retries would hold
 // the budget from every other call); it takes the room again before its
 // retry.
 func TestBodyBudgetFreeWhileWaitingToRetry(t *testing.T) {
 	up := newBudgetUpstream(t, "ok")
-	clock := &blockingClock{FakeClock: engine.NewFakeClock(time.Unix(1e9, 0)), sleeping: make(chan struct{}, 1), wake: make(chan struct{})}
+	// A manual clock: the backoff's timer fires only when the test
+	// advances it, once the other call has gone.
+	clock := engine.NewManualClock(time.Unix(1e9, 0))
 	r := engine.NewRunner(nil, engine.WithClock(clock), engine.WithRand(maxRand{}), engine.WithBodyBudget(1<<20))
 	pol := engine.DefaultPolicy()
 	pol.MaxResponseBody = 768 << 10 // one call at a time
@@ -199,16 +181,19 @@ func TestBodyBudgetFreeWhileWaitingToRetry(t *testing.T) {
 		res, err = r.Run(t.Context(), newCall(t, up.URL+"/flaky", http.MethodGet, &pol, ""))
 		done <- err
 	}()
-	var wake sync.Once
-	defer wake.Do(func() { close(clock.wake) })
-	<-clock.sleeping // the 503's backoff
+	// The 503's backoff: its timer is armed.
+	for deadline := time.Now().Add(10 * time.Second); clock.Timers() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never waited for its retry")
+		}
+	}
 	short := pol
 	short.TotalTimeout = 5 * time.Second // bounds the failure on a budget held through waits
 	other, err := r.Run(t.Context(), newCall(t, up.URL+"/other", http.MethodGet, &short, ""))
 	if err != nil || other.Outcome != engine.OutcomeSuccess {
 		t.Fatalf("a call while another waits to retry: %v, %+v", err, other)
 	}
-	wake.Do(func() { close(clock.wake) })
+	clock.Advance(time.Minute) // the backoff ends
 	if err := <-done; err != nil || res.Outcome != engine.OutcomeSuccess || len(res.Attempts) != 2 {
 		t.Fatalf("the retried call: %v, %+v", err, res)
 	}
