@@ -307,7 +307,8 @@ whose calls do not make exactly the attempts it is made of is not judged.
 		b.WriteString(`ExecuteStream, run alone with ` + "`go run ./bench/cmd/benchsuite -only stream`" + `.
 
 Memory: a broker process (a --config tenant with two policies, so that 100
-streams fit under the default stream.max_concurrent of 64 per policy) streams
+streams fit under the default stream.max_concurrent of 64 per policy, and a
+tenant stream limit of 128 across them) streams
 downloads from a local upstream (Content-Length bodies) to a gRPC caller in
 the suite's process that reads and discards them. The broker's resident set
 (VmRSS) is read after a warm-up, then every 10 ms while the downloads run;

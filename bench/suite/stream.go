@@ -185,13 +185,16 @@ const streamKey = "bench-stream-key"
 
 // streamConfig is a configuration with one tenant and two policies that may
 // call 127.0.0.1: each policy allows 64 streams at once (the default
-// stream.max_concurrent), so 100 concurrent downloads use both.
+// stream.max_concurrent), so 100 concurrent downloads use both, and the
+// tenant's own limit (tenants[].stream.max_concurrent, by default the
+// largest of its policies') is raised to the two policies' sum.
 func streamConfig() []byte {
 	h := sha256.Sum256([]byte(streamKey))
 	return fmt.Appendf(nil, `version: 1
 tenants:
   - id: bench
     api_key_sha256: [%s]
+    stream: {max_concurrent: 128}
     default_policy: a
     policies:
       a: {allow_destinations: ["127.0.0.1/32"]}
