@@ -260,8 +260,9 @@ stopped, with local admission off (` + "`--redis-local-admission 0`" + `): what 
 call costs when it asks Redis. The plain cases count a gate in steady use:
 before counting, their gate is warmed up past its first window's slow start
 (1,280 uncounted calls), during which every attempt is registered and
-completed, two round trips (docs/shared-state.md, "The first window"). How
-each column is counted:
+completed, two round trips (docs/shared-state.md, "The first window"). The
+brokers run with ` + "`--redis-health-interval 0`" + `: a replica's idle health check
+(a PING every 500 ms) is no cost of an Execute. How each column is counted:
 
 - **Redis commands / Execute**: every command the masters ran, the commands
   run by scripts included, from INFO commandstats (calls) read before and

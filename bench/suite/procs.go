@@ -167,6 +167,8 @@ type brokerOptions struct {
 	// listen is the address to listen on (a replica started again where
 	// it was); "" picks a free loopback port.
 	listen string
+	// healthInterval is --redis-health-interval ("" for the default).
+	healthInterval string
 }
 
 // broker is a running broker process.
@@ -220,6 +222,9 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 		}
 		if o.localAdmission != "" {
 			args = append(args, "--redis-local-admission", o.localAdmission)
+		}
+		if o.healthInterval != "" {
+			args = append(args, "--redis-health-interval", o.healthInterval)
 		}
 		t0 := time.Now()
 		b.process, err = startProcess(bin, args...)
