@@ -140,10 +140,12 @@ func TestQuickRun(t *testing.T) {
 		// script per attempt on exactly one master, and sends at least
 		// one top-level command per attempt; but the plain case on the
 		// default broker, whose local admission must save most of them
-		// (it still sends the first Admit and the counts' flushes).
+		// (its gate, warmed past slow start, is plain before counting
+		// starts: what it still sends is the counts' flushes, if one
+		// falls in the count, on one master at most).
 		switch {
 		case r.Case == suite.PlainCase:
-			if r.RoundTrips < 1 || r.RoundTrips >= int64(r.Attempts) || r.MastersReached != 1 {
+			if r.RoundTrips >= int64(r.Attempts) || r.MastersReached > 1 {
 				t.Errorf("redis ops %s %q: local admission saved no round trip: %+v", r.Topology, r.Case, r)
 			}
 		case r.Commands < int64(r.Attempts) || r.RoundTrips < int64(r.Attempts) || r.TopLevel < int64(r.Attempts) || r.MastersReached != 1:
