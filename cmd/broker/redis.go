@@ -107,6 +107,25 @@ type envBool struct{ envValue }
 // IsBoolFlag lets the flag package accept the flag without a value.
 func (*envBool) IsBoolFlag() bool { return true }
 
+// duration parses v as a non-negative duration for the flag flagName: def
+// when v was not given, an error saying want when it is not a duration (or
+// negative), and one naming the bound (with why after it) when it is over
+// limit (0: no bound).
+func (v *envValue) duration(flagName string, def, limit time.Duration, want, why string) (time.Duration, error) {
+	s := strings.TrimSpace(v.value)
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: %s", v.source(flagName), want)
+	}
+	if limit > 0 && d > limit {
+		return 0, fmt.Errorf("%s: %s is longer than %s%s", v.source(flagName), d, limit, why)
+	}
+	return d, nil
+}
+
 // source names where the value came from, for messages.
 func (v *envValue) source(flagName string) string {
 	if v.flagSet {
@@ -340,51 +359,24 @@ func openRedisStore(ctx context.Context, o *redisOptions, logger *slog.Logger, b
 // healthEvery is --redis-health-interval as a store.WithHealthInterval
 // argument: the store's default when not given, negative (off) for 0.
 func (o *redisOptions) healthEvery() (time.Duration, error) {
-	v := strings.TrimSpace(o.healthInterval.value)
-	if v == "" {
-		return store.DefaultHealthInterval, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s: want a duration such as 500ms, or 0 to turn the check off", o.healthInterval.source("redis-health-interval"))
-	}
-	if d == 0 {
+	d, err := o.healthInterval.duration("redis-health-interval", store.DefaultHealthInterval, 0,
+		"want a duration such as 500ms, or 0 to turn the check off", "")
+	if err == nil && d == 0 {
 		return -1, nil
 	}
-	return d, nil
+	return d, err
 }
 
 // localAdmissionTTL is --redis-local-admission: redisstore's default when
 // not given.
 func (o *redisOptions) localAdmissionTTL() (time.Duration, error) {
-	v := strings.TrimSpace(o.localAdmission.value)
-	if v == "" {
-		return redisstore.DefaultLocalAdmissionTTL, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s: want a duration such as 250ms, or 0 to turn local admission off", o.localAdmission.source("redis-local-admission"))
-	}
-	if d > redisstore.MaxLocalAdmissionTTL {
-		return 0, fmt.Errorf("%s: %s is longer than %s, the longest a lost announcement may go unnoticed", o.localAdmission.source("redis-local-admission"), d, redisstore.MaxLocalAdmissionTTL)
-	}
-	return d, nil
+	return o.localAdmission.duration("redis-local-admission", redisstore.DefaultLocalAdmissionTTL, redisstore.MaxLocalAdmissionTTL,
+		"want a duration such as 250ms, or 0 to turn local admission off", ", the longest a lost announcement may go unnoticed")
 }
 
 // startWaitFor is --redis-start-wait: DefaultStartWait when not given.
 func (o *redisOptions) startWaitFor() (time.Duration, error) {
-	v := strings.TrimSpace(o.startWait.value)
-	if v == "" {
-		return DefaultStartWait, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s: want a duration such as 5s, or 0 to be ready at once", o.startWait.source("redis-start-wait"))
-	}
-	if d > maxStartWait {
-		return 0, fmt.Errorf("%s: %s is longer than %s", o.startWait.source("redis-start-wait"), d, maxStartWait)
-	}
-	return d, nil
+	return o.startWait.duration("redis-start-wait", DefaultStartWait, maxStartWait, "want a duration such as 5s, or 0 to be ready at once", "")
 }
 
 // describeRedis says how the broker reaches Redis, without secrets.
