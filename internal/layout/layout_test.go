@@ -28,6 +28,11 @@ var rules = []rule{
 	{[]string{"internal/engine", "internal/providers", "internal/store", "internal/egress"}, []string{"google.golang.org/grpc"}, "the core knows nothing of gRPC"},
 	{[]string{"internal/providers"}, []string{"internal/engine", "internal/store", "internal/tenant", "internal/config"}, "hint readers know nothing of policies"},
 	{[]string{"internal/store"}, []string{"internal/engine", "internal/tenant", "internal/config"}, "shared state knows nothing of policies"},
+	{
+		[]string{"internal/credential"},
+		[]string{"internal/engine", "internal/tenant", "internal/config", "internal/store", "internal/server", "gen/", "google.golang.org/grpc"},
+		"credentials know nothing of policies, shared state or the wire: they only apply themselves to a request",
+	},
 	{[]string{"internal/", "cmd/", "clients/"}, []string{"bench/"}, "no production package depends on the benchmarks"},
 }
 
