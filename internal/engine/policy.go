@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
+
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/retrybroker/retrybroker/internal/providers"
@@ -212,6 +214,11 @@ type Policy struct {
 	// FailClosed makes calls fail (UNAVAILABLE) when the shared store is
 	// unreachable, instead of serving on local state.
 	FailClosed bool
+	// Credential, when set, is the broker-held credential applied to each
+	// attempt after it was admitted and after every other header (see
+	// docs/architecture.md "What runs per call and per attempt"). Its
+	// gates are keyed by its name (GateByCredential is then moot).
+	Credential credential.Credential
 
 	reader     providers.HintReader // resolved by Validate
 	readerName string               // the name reader was resolved for
