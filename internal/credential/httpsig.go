@@ -469,6 +469,9 @@ func signatureBase(req *http.Request, comps []component, p sigParams, digest str
 		var v string
 		if comp.derived {
 			v, err = derivedValue(req, comp.name)
+			if err == nil && hasCTL(v) {
+				err = &ComponentError{Component: comp.name, Reason: "its value holds a control character"}
+			}
 		} else if comp.name == "content-digest" && digest != "" {
 			v = digest
 		} else {
@@ -519,6 +522,17 @@ func derivedValue(req *http.Request, name string) (string, error) {
 		return "?" + query, nil
 	}
 	return "", &ComponentError{Component: name, Reason: "it is not a supported derived component"}
+}
+
+// hasCTL reports a control character (net/http refuses to send one in a
+// method, host or request target; in a base it could forge a line).
+func hasCTL(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // requestHost is the Host net/http sends.
