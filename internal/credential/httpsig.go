@@ -151,8 +151,11 @@ type httpSignature struct {
 	// fixed are the configured components; nil: the default set, one of
 	// defaults by whether the call has a body (1) and the request a
 	// Content-Type (2).
-	fixed    []component
-	defaults [4][]component
+	fixed    *coverage
+	defaults [4]coverage
+	// tail is the serialized keyid, alg and tag parameters, which follow
+	// created and expires: ;keyid="...";alg="...";tag="...".
+	tail string
 	// digest: Content-Digest is set when it is covered.
 	digest  bool
 	headers []string
@@ -200,6 +203,7 @@ func newHTTPSignature(spec Spec, deps Deps) (Credential, error) {
 		return nil, fmt.Errorf("%s.components: %d components, at most %d", what, len(s.Components), maxComponents)
 	}
 	if len(s.Components) > 0 {
+		var comps []component
 		seen := make(map[string]bool, len(s.Components))
 		for i, raw := range s.Components {
 			comp, err := parseComponent(raw)
@@ -210,8 +214,9 @@ func newHTTPSignature(spec Spec, deps Deps) (Credential, error) {
 				return nil, fmt.Errorf("%s.components[%d]: %q is covered twice", what, i, comp.name)
 			}
 			seen[comp.name] = true
-			c.fixed = append(c.fixed, comp)
+			comps = append(comps, comp)
 		}
+		c.fixed = &coverage{comps: comps}
 		c.digest = seen["content-digest"]
 	} else {
 		c.digest = true
@@ -223,8 +228,11 @@ func newHTTPSignature(spec Spec, deps Deps) (Credential, error) {
 			if v&2 != 0 {
 				comps = append(comps, component{name: "content-type"})
 			}
-			c.defaults[v] = comps
+			c.defaults[v] = coverage{comps: comps}
 		}
+	}
+	if err := c.prepare(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	c.headers = []string{hdrSignature, hdrSignatureInput}
 	if c.digest {
@@ -254,6 +262,60 @@ func checkSFString(v string) error {
 		}
 	}
 	return nil
+}
+
+// coverage is one list of covered components and its serialization as
+// an inner list without parameters: ("@method" "@target-uri").
+type coverage struct {
+	comps []component
+	list  string
+}
+
+// prepare serializes, once, what every attempt's signature parameters
+// share: the component lists and the parameters after created and
+// expires. An attempt's parameters are then list + created + expires +
+// tail, the very text signatureParams makes (FuzzHTTPSigParams holds the
+// two equal).
+func (c *httpSignature) prepare() error {
+	covs := c.defaults[:]
+	if c.fixed != nil {
+		covs = []coverage{*c.fixed}
+	}
+	for i := range covs {
+		list, err := signatureParams(covs[i].comps, sigParams{})
+		if err != nil {
+			return fmt.Errorf("serializing the components: %w", err)
+		}
+		covs[i].list = list
+	}
+	if c.fixed != nil {
+		c.fixed.list = covs[0].list
+	}
+	p := sigParams{keyID: c.keyID, tag: c.tag}
+	if c.withAlg {
+		p.alg = c.alg
+	}
+	tail, err := signatureParams(nil, p)
+	if err != nil {
+		return fmt.Errorf("serializing the parameters: %w", err)
+	}
+	c.tail = strings.TrimPrefix(tail, "()")
+	return nil
+}
+
+// input is an attempt's serialized signature parameters.
+func (c *httpSignature) input(cov *coverage, created int64) string {
+	var b strings.Builder
+	b.Grow(len(cov.list) + len(c.tail) + 48)
+	b.WriteString(cov.list)
+	b.WriteString(";created=")
+	b.WriteString(strconv.FormatInt(created, 10))
+	if c.expires > 0 {
+		b.WriteString(";expires=")
+		b.WriteString(strconv.FormatInt(created+c.expires, 10))
+	}
+	b.WriteString(c.tail)
+	return b.String()
 }
 
 func dictOf(label string, m httpsfv.Member) *httpsfv.Dictionary {
@@ -372,8 +434,8 @@ func (c *httpSignature) Apply(_ context.Context, req *http.Request, call *Call) 
 	if req.Header == nil {
 		req.Header = make(http.Header)
 	}
-	comps := c.fixed
-	if comps == nil {
+	cov := c.fixed
+	if cov == nil {
 		v := 0
 		if len(call.Body()) > 0 {
 			v |= 1
@@ -381,21 +443,14 @@ func (c *httpSignature) Apply(_ context.Context, req *http.Request, call *Call) 
 		if _, ok := req.Header["Content-Type"]; ok {
 			v |= 2
 		}
-		comps = c.defaults[v]
+		cov = &c.defaults[v]
 	}
 	digest := ""
 	if c.digest && (c.fixed != nil || len(call.Body()) > 0) {
 		digest = contentDigest(call)
 	}
-	created := c.deps.Clock.Now().Unix()
-	params := sigParams{created: created, keyID: c.keyID, tag: c.tag}
-	if c.expires > 0 {
-		params.expires = created + c.expires
-	}
-	if c.withAlg {
-		params.alg = c.alg
-	}
-	base, input, err := signatureBase(req, comps, params, digest)
+	input := c.input(cov, c.deps.Clock.Now().Unix())
+	base, err := signatureBase(req, cov.comps, input, digest)
 	if err != nil {
 		var ce *ComponentError
 		if errors.As(err, &ce) {
@@ -403,22 +458,24 @@ func (c *httpSignature) Apply(_ context.Context, req *http.Request, call *Call) 
 		}
 		return Stamp{}, err
 	}
-	sig, err := httpsfv.Marshal(httpsfv.Item{Value: k.sign(base), Params: httpsfv.NewParams()})
-	if err != nil {
-		return Stamp{}, fmt.Errorf("credential %s: serializing the signature: %w", c.name, err)
-	}
 	if digest != "" {
 		req.Header[hdrContentDigest] = []string{digest}
 	}
 	req.Header[hdrSignatureInput] = []string{c.label + "=" + input}
-	req.Header[hdrSignature] = []string{c.label + "=" + sig}
+	req.Header[hdrSignature] = []string{c.label + "=" + byteSequence(k.sign(base))}
 	return Stamp{Generation: k.gen}, nil
+}
+
+// byteSequence serializes b as an RFC 8941 byte sequence (3.3.5):
+// ":" base64 ":".
+func byteSequence(b []byte) string {
+	return ":" + base64.StdEncoding.EncodeToString(b) + ":"
 }
 
 // contentDigest is the Content-Digest field value (RFC 9530) of the call's
 // body: sha-256 as a byte sequence.
 func contentDigest(call *Call) string {
-	return "sha-256=:" + base64.StdEncoding.EncodeToString(call.BodySHA256()) + ":"
+	return "sha-256=" + byteSequence(call.BodySHA256())
 }
 
 // sigParams are a signature's parameters (RFC 9421 2.3); zero values are
@@ -455,18 +512,17 @@ func signatureParams(comps []component, p sigParams) (string, error) {
 }
 
 // signatureBase builds the signature base (RFC 9421 2.5) of req over
-// comps, and returns it with the serialized signature parameters.
-// digest, when set, is the Content-Digest value the attempt will carry
-// (it is set on the request only once the signature is made).
-func signatureBase(req *http.Request, comps []component, p sigParams, digest string) ([]byte, string, error) {
-	input, err := signatureParams(comps, p)
-	if err != nil {
-		return nil, "", fmt.Errorf("serializing the signature parameters: %w", err)
-	}
+// comps, whose serialized signature parameters are input. digest, when
+// set, is the Content-Digest value the attempt will carry (it is set on
+// the request only once the signature is made).
+func signatureBase(req *http.Request, comps []component, input, digest string) ([]byte, error) {
 	var b strings.Builder
 	b.Grow(256)
 	for _, comp := range comps {
-		var v string
+		var (
+			v   string
+			err error
+		)
 		if comp.derived {
 			v, err = derivedValue(req, comp.name)
 			if err == nil && hasCTL(v) {
@@ -478,7 +534,7 @@ func signatureBase(req *http.Request, comps []component, p sigParams, digest str
 			v, err = fieldValue(req, comp.name)
 		}
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		b.WriteByte('"')
 		b.WriteString(comp.name)
@@ -488,7 +544,7 @@ func signatureBase(req *http.Request, comps []component, p sigParams, digest str
 	}
 	b.WriteString(`"@signature-params": `)
 	b.WriteString(input)
-	return []byte(b.String()), input, nil
+	return []byte(b.String()), nil
 }
 
 // derivedValue is a derived component's value (RFC 9421 2.2) as the

@@ -47,15 +47,16 @@ func FuzzHTTPSigComponent(f *testing.F) {
 }
 
 // FuzzHTTPSigParams: the signature parameters a credential accepts at
-// load serialize to a Signature-Input member that parses back to the same
-// components and parameters and serializes again to the same text (the
-// @signature-params line a verifier rebuilds).
+// load serialize (by httpsfv) to a Signature-Input member that parses back
+// to the same components and parameters and serializes again to the same
+// text (the @signature-params line a verifier rebuilds); and the text an
+// attempt builds from what prepare serialized once is that same text.
 func FuzzHTTPSigParams(f *testing.F) {
-	f.Add("sig1", "test-key", "tag", int64(1618884473), int64(1618884773), "@method,@target-uri,content-type")
+	f.Add("sig1", "test-key", "tag", int64(1618884473), int64(300), "@method,@target-uri,content-type")
 	f.Add("sig-b25", "test-shared-secret", "", int64(1618884473), int64(0), "date,@authority,content-type")
 	f.Add("*x", `q"uo\te`, "é", int64(-1), int64(1e15), "")
 	f.Add("Bad", "", "", int64(0), int64(0), "a,,b")
-	f.Fuzz(func(t *testing.T, label, keyID, tag string, created, expires int64, list string) {
+	f.Fuzz(func(t *testing.T, label, keyID, tag string, created, expiresIn int64, list string) {
 		var comps []component
 		if list != "" {
 			seen := map[string]bool{}
@@ -75,9 +76,12 @@ func FuzzHTTPSigParams(f *testing.F) {
 			return
 		}
 		const maxSFInt = 999_999_999_999_999
-		p := sigParams{created: created, expires: expires, keyID: keyID, alg: "ed25519", tag: tag}
+		p := sigParams{created: created, keyID: keyID, alg: "ed25519", tag: tag}
+		if expiresIn > 0 && created <= maxSFInt-expiresIn {
+			p.expires = created + expiresIn
+		}
 		in, err := signatureParams(comps, p)
-		if created < -maxSFInt || created > maxSFInt || expires < -maxSFInt || expires > maxSFInt {
+		if created < -maxSFInt || created > maxSFInt || p.expires > maxSFInt {
 			if err == nil {
 				t.Fatalf("integers out of the structured-field range serialized: %s", in)
 			}
@@ -105,7 +109,7 @@ func FuzzHTTPSigParams(f *testing.F) {
 				t.Fatalf("component %d back as %v, want %s", i, il.Items[i].Value, c.name)
 			}
 		}
-		for k, want := range map[string]any{"created": created, "expires": expires, "keyid": keyID, "alg": "ed25519", "tag": tag} {
+		for k, want := range map[string]any{"created": p.created, "expires": p.expires, "keyid": keyID, "alg": "ed25519", "tag": tag} {
 			got, ok := il.Params.Get(k)
 			if zero := want == int64(0) || want == ""; zero {
 				if ok {
@@ -116,6 +120,19 @@ func FuzzHTTPSigParams(f *testing.F) {
 			if !ok || got != want {
 				t.Fatalf("%s back as %v, want %v", k, got, want)
 			}
+		}
+		if created <= 0 || (expiresIn > 0 && p.expires == 0) {
+			return // an attempt's created is a clock's, always positive
+		}
+		c := &httpSignature{keyID: keyID, tag: tag, alg: "ed25519", withAlg: true, fixed: &coverage{comps: comps}}
+		if expiresIn > 0 {
+			c.expires = expiresIn
+		}
+		if err := c.prepare(); err != nil {
+			t.Fatal(err)
+		}
+		if fast := c.input(c.fixed, created); fast != in {
+			t.Fatalf("an attempt's parameters %s, httpsfv's %s", fast, in)
 		}
 	})
 }
@@ -149,7 +166,7 @@ func FuzzHTTPSigApply(f *testing.F) {
 		}
 		hs := c.(*httpSignature)
 		call := NewCall(body)
-		base, _, berr := signatureBase(req, hs.fixed, sigParams{created: httpsigRFCCreated}, contentDigest(call))
+		base, berr := signatureBase(req, hs.fixed.comps, hs.input(hs.fixed, httpsigRFCCreated), contentDigest(call))
 		_, err = c.Apply(context.Background(), req, call)
 		if (err == nil) != (berr == nil) {
 			t.Fatalf("Apply %v, base %v", err, berr)
@@ -160,8 +177,8 @@ func FuzzHTTPSigApply(f *testing.F) {
 			}
 			return
 		}
-		if n := strings.Count(string(base), "\n"); n != len(hs.fixed) {
-			t.Fatalf("base has %d line breaks for %d components:\n%s", n, len(hs.fixed), base)
+		if n := strings.Count(string(base), "\n"); n != len(hs.fixed.comps) {
+			t.Fatalf("base has %d line breaks for %d components:\n%s", n, len(hs.fixed.comps), base)
 		}
 		if _, err := httpsfv.UnmarshalDictionary(req.Header.Values("Signature")); err != nil {
 			t.Fatalf("Signature %q does not parse: %v", req.Header.Get("Signature"), err)

@@ -104,6 +104,16 @@ func httpsigRFCPublicKey(t testing.TB) ed25519.PublicKey {
 	return pub.(ed25519.PublicKey)
 }
 
+// httpsigParams serializes signature parameters with httpsfv.
+func httpsigParams(t testing.TB, comps []component, p sigParams) string {
+	t.Helper()
+	in, err := signatureParams(comps, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
 func httpsigNew(t testing.TB, sig SignatureSpec, clock Clock) *httpSignature {
 	t.Helper()
 	c, err := New(Spec{Name: "sig", Kind: KindHTTPSignature, Signature: &sig}, Deps{Tenant: "t", Clock: clock})
@@ -132,9 +142,12 @@ func TestHTTPSignatureRFC9421B25HMAC(t *testing.T) {
 				Components: []string{"date", "@authority", "content-type"},
 			}, &httpsigClock{now: time.Unix(httpsigRFCCreated, 0)})
 			c.withAlg = false // the RFC's examples carry no alg
+			if err := c.prepare(); err != nil {
+				t.Fatal(err)
+			}
 			req, body := httpsigRFCRequest(t)
 
-			base, _, err := signatureBase(req, c.fixed, sigParams{created: httpsigRFCCreated, keyID: "test-shared-secret"}, "")
+			base, err := signatureBase(req, c.fixed.comps, httpsigParams(t, c.fixed.comps, sigParams{created: httpsigRFCCreated, keyID: "test-shared-secret"}), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,9 +181,12 @@ func TestHTTPSignatureRFC9421B26Ed25519(t *testing.T) {
 		Components: []string{"date", "@method", "@path", "@authority", "content-type", "content-length"},
 	}, &httpsigClock{now: time.Unix(httpsigRFCCreated, 0)})
 	c.withAlg = false
+	if err := c.prepare(); err != nil {
+		t.Fatal(err)
+	}
 	req, body := httpsigRFCRequest(t)
 
-	base, _, err := signatureBase(req, c.fixed, sigParams{created: httpsigRFCCreated, keyID: "test-key-ed25519"}, "")
+	base, err := signatureBase(req, c.fixed.comps, httpsigParams(t, c.fixed.comps, sigParams{created: httpsigRFCCreated, keyID: "test-key-ed25519"}), "")
 	if err != nil {
 		t.Fatal(err)
 	}
