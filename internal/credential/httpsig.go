@@ -28,14 +28,36 @@ import (
 // (github.com/yaronf/httpsign, github.com/common-fate/httpsig and
 // github.com/remitly-oss/httpsig-go all fail), so the signature base (RFC
 // 9421 2.5) is built here and checked against the RFC's Appendix B.2.5 and
-// B.2.6 vectors; the structured fields of Signature-Input, Signature and
+// B.2.6 vectors; the structured fields of Signature-Input and
 // @signature-params (RFC 8941 / 9651) are serialized by
 // github.com/dunglas/httpsfv.
 //
-// Per attempt, Apply takes created from Deps.Clock (Unix seconds), sets
-// Content-Digest (RFC 9530, sha-256 of the call's body, hashed once per
-// call) when it is covered, builds the base over the request's final
-// headers and sets Signature-Input and Signature, replacing any value.
+// Per attempt, Apply takes created from Deps.Clock (Unix seconds; expires
+// is created + Expires, rounded up to whole seconds), sets Content-Digest
+// (RFC 9530, sha-256 of the call's body, hashed once per call) when it is
+// covered, builds the base over the request's final headers and sets
+// Signature-Input and Signature (one signature, under Label), replacing
+// any value. The parameters are created, expires (when set), keyid (when
+// set), alg and tag (when set), in that order; no nonce.
+//
+// Covered components: by default "@method", "@target-uri", then
+// "content-digest" when the call has a body and "content-type" when the
+// request has that header. Configured components are all required: a
+// header the attempt's request lacks is a *ComponentError (RFC 9421 2.5
+// forbids leaving it out), and a configured "content-digest" is set even
+// for an empty body. Supported: the derived components @method,
+// @target-uri, @authority, @scheme, @request-target, @path and @query, and
+// header fields by name, without component parameters. host and
+// content-length are read from req.Host and req.ContentLength, where
+// net/http keeps them.
+//
+// Keys come from the secret (a file re-read when it changes, or the
+// environment), read as KeyEncoding says: "" or "raw" takes the bytes as
+// they are (for hmac-sha256 the whole file is the key, a trailing newline
+// included; for ed25519 a PEM "PRIVATE KEY" (PKCS#8) or a 32-byte seed),
+// "base64" decodes them first (an HMAC key, an ed25519 seed or PKCS#8
+// DER). A rotated file is used by the next attempt after the file check;
+// a rotated file that holds no valid key leaves the last good key in use.
 
 // Signature algorithms (the alg parameter's values).
 const (
