@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -362,8 +363,11 @@ func TestHTTPSignatureKeyRotation(t *testing.T) {
 	// An ed25519 credential whose file is rewritten with garbage keeps
 	// signing with the last good key.
 	edPath := httpsigWriteFile(t, "ed.pem", httpsigTestdata(t, "httpsig-test-key-ed25519.pem"))
-	ed := httpsigNewDeps(t, SignatureSpec{Algorithm: "ed25519", KeyID: "k", Key: SecretRef{File: edPath}}, Deps{Clock: clock, FileCheck: time.Second})
-	if err := os.WriteFile(edPath, []byte("not a key at all"), 0o600); err != nil {
+	var logs bytes.Buffer
+	ed := httpsigNewDeps(t, SignatureSpec{Algorithm: "ed25519", KeyID: "k", Key: SecretRef{File: edPath}},
+		Deps{Clock: clock, FileCheck: time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	const garbage = "garbage-secret-text-0123"
+	if err := os.WriteFile(edPath, []byte(garbage), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Second)
@@ -375,6 +379,10 @@ func TestHTTPSignatureKeyRotation(t *testing.T) {
 	}
 	if code, why := httpsigSend(t, client, req); code != http.StatusOK {
 		t.Fatalf("signed with the last good key: %d %s", code, why)
+	}
+	if !strings.Contains(logs.String(), "last good key") || strings.Contains(logs.String(), garbage) ||
+		strings.Contains(logs.String(), "MC4CAQAwBQYDK2VwBCIEIJ") {
+		t.Errorf("the log should say the last good key stays in use, without any key: %s", logs.String())
 	}
 }
 
