@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/encoding/httpbinding"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -57,7 +62,10 @@ type sigv4Cred struct {
 	ak, sk, tok *secret
 	// chain is the SDK's cached default chain; nil when keys are given
 	chain aws.CredentialsProvider
-	signer *v4.Signer
+	// signer is the SDK's signer of the keys' current generation: its
+	// cache of derived signing keys is keyed by access key id and day,
+	// not by the secret, so a rotated secret key needs a new signer.
+	signer atomic.Pointer[genSigner]
 	clock  Clock
 	// escapePath is false for S3, which signs the path as sent (the SDK's
 	// S3 client does the same); other services sign it escaped again.
@@ -79,7 +87,7 @@ func newSigV4(spec Spec, deps Deps) (Credential, error) {
 	c := &sigv4Cred{
 		name: spec.Name, region: s.Region, service: s.Service,
 		overwrite: spec.Overwrite, unsigned: s.UnsignedPayload,
-		signer: v4.NewSigner(), clock: deps.Clock,
+		clock: deps.Clock,
 		escapePath: s.Service != "s3",
 	}
 	switch {
@@ -116,6 +124,22 @@ func newSigV4(spec Spec, deps Deps) (Credential, error) {
 	return c, nil
 }
 
+// genSigner is a signer for one generation of keys.
+type genSigner struct {
+	gen uint64
+	s   *v4.Signer
+}
+
+// signerFor returns the signer of the keys of generation gen.
+func (c *sigv4Cred) signerFor(gen uint64) *v4.Signer {
+	if g := c.signer.Load(); g != nil && g.gen == gen {
+		return g.s
+	}
+	g := &genSigner{gen: gen, s: v4.NewSigner()}
+	c.signer.Store(g)
+	return g.s
+}
+
 // checkScopePart checks a region or service name, which goes into the
 // credential scope of the Authorization header.
 func checkScopePart(v string) error {
@@ -130,18 +154,33 @@ func checkScopePart(v string) error {
 	return nil
 }
 
-// loadSigV4Chain loads the AWS SDK's default credential chain, restricted:
-// the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// AWS_SESSION_TOKEN), a web identity token file with a role
-// (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN), and the shared config and
-// credentials files (AWS_PROFILE, AWS_CONFIG_FILE,
-// AWS_SHARED_CREDENTIALS_FILE). The EC2 instance metadata service is never
-// asked. Every request the chain makes (STS, a container credentials
-// endpoint) goes through Deps.TokenClient, the destination guard; without
-// one, such requests are refused. Loading reads the environment and files
-// only; credentials are retrieved, and cached by the SDK until they
+// loadSigV4Chain builds the AWS SDK's default credential chain, restricted
+// to what a server needs and never reaching the EC2 instance metadata
+// service (169.254.169.254) or a container credentials endpoint, in the
+// SDK's order:
+//
+//  1. with AWS_PROFILE set, that profile of the shared files, first;
+//  2. the environment: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and
+//     AWS_SESSION_TOKEN);
+//  3. a web identity token file with a role (AWS_WEB_IDENTITY_TOKEN_FILE,
+//     AWS_ROLE_ARN, optional AWS_ROLE_SESSION_NAME), exchanged at STS
+//     (AWS_ENDPOINT_URL_STS overrides its endpoint) for session keys;
+//  4. the default profile of the shared files (AWS_CONFIG_FILE,
+//     AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/config and
+//     ~/.aws/credentials).
+//
+// A profile may hold static keys or a web identity token file with a role;
+// SSO, credential_process and role chaining are refused. STS is asked
+// through Deps.TokenClient, the destination guard (without one, every
+// request of the chain is refused); AWS_CA_BUNDLE does not apply, the
+// broker's TLS roots do. Building reads the environment and files only;
+// keys are retrieved, and cached by the SDK until a minute before they
 // expire, when an attempt needs them.
 func loadSigV4Chain(region string, deps Deps) (aws.CredentialsProvider, error) {
+	getenv := deps.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	client := refusingClient
 	if deps.TokenClient != nil {
 		c, err := deps.TokenClient(deps.TokenAllow)
@@ -150,23 +189,78 @@ func loadSigV4Chain(region string, deps Deps) (aws.CredentialsProvider, error) {
 		}
 		client = c
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sigV4ChainTimeout)
-	defer cancel()
-	cfg, err := config.LoadDefaultConfig(ctx,
-		config.WithRegion(region),
-		config.WithHTTPClient(client),
-		config.WithEC2IMDSClientEnableState(imds.ClientDisabled),
-		config.WithEndpointCredentialOptions(func(o *endpointcreds.Options) { o.HTTPClient = client }),
-		config.WithCredentialsCacheOptions(func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = sigV4ChainExpiryWindow }),
-		config.WithRetryMaxAttempts(1),
+	webIdentity := func(tokenFile, role, session string) aws.CredentialsProvider {
+		if session == "" {
+			session = "retrybroker"
+		}
+		opts := sts.Options{Region: region, HTTPClient: client, RetryMaxAttempts: 2}
+		if ep := getenv("AWS_ENDPOINT_URL_STS"); ep != "" {
+			opts.BaseEndpoint = aws.String(ep)
+		}
+		return stscreds.NewWebIdentityRoleProvider(sts.New(opts), role, stscreds.IdentityTokenFile(tokenFile),
+			func(o *stscreds.WebIdentityRoleOptions) { o.RoleSessionName = session })
+	}
+	profile := func(name string) (aws.CredentialsProvider, error) {
+		cfgFile, credFile := getenv("AWS_CONFIG_FILE"), getenv("AWS_SHARED_CREDENTIALS_FILE")
+		if cfgFile == "" {
+			cfgFile = config.DefaultSharedConfigFilename()
+		}
+		if credFile == "" {
+			credFile = config.DefaultSharedCredentialsFilename()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sigV4ChainTimeout)
+		defer cancel()
+		sc, err := config.LoadSharedConfigProfile(ctx, name, func(o *config.LoadSharedConfigOptions) {
+			o.ConfigFiles, o.CredentialsFiles = []string{cfgFile}, []string{credFile}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("no keys in the environment, and the shared config: %w", err)
+		}
+		switch {
+		case sc.Credentials.HasKeys():
+			return credentials.StaticCredentialsProvider{Value: sc.Credentials}, nil
+		case sc.WebIdentityTokenFile != "" && sc.RoleARN != "":
+			return webIdentity(sc.WebIdentityTokenFile, sc.RoleARN, sc.RoleSessionName), nil
+		}
+		return nil, fmt.Errorf("profile %q has neither static keys nor a web identity token file with a role (SSO, credential_process and role chaining are not supported)", name)
+	}
+	var (
+		p   aws.CredentialsProvider
+		err error
 	)
+	ak, sk := firstEnv(getenv, "AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY"), firstEnv(getenv, "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_KEY")
+	switch {
+	case getenv("AWS_PROFILE") != "":
+		p, err = profile(getenv("AWS_PROFILE"))
+	case ak != "" && sk != "":
+		p = credentials.NewStaticCredentialsProvider(ak, sk, getenv("AWS_SESSION_TOKEN"))
+	case getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "":
+		role := getenv("AWS_ROLE_ARN")
+		if role == "" {
+			return nil, errors.New("AWS_WEB_IDENTITY_TOKEN_FILE is set without AWS_ROLE_ARN")
+		}
+		p = webIdentity(getenv("AWS_WEB_IDENTITY_TOKEN_FILE"), role, getenv("AWS_ROLE_SESSION_NAME"))
+	default:
+		name := getenv("AWS_DEFAULT_PROFILE")
+		if name == "" {
+			name = "default"
+		}
+		p, err = profile(name)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Credentials == nil {
-		return nil, errors.New("no credentials source")
+	return aws.NewCredentialsCache(p, func(o *aws.CredentialsCacheOptions) { o.ExpiryWindow = sigV4ChainExpiryWindow }), nil
+}
+
+// firstEnv returns the first of the variables that is set.
+func firstEnv(getenv func(string) string, names ...string) string {
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			return v
+		}
 	}
-	return cfg.Credentials, nil
+	return ""
 }
 
 // refusingClient refuses every request: the chain's client when the broker
@@ -247,8 +341,10 @@ func (c *sigv4Cred) fromChain(ctx context.Context) (aws.Credentials, uint64, err
 // X-Amz-Date (Deps.Clock's now), X-Amz-Security-Token (with a session
 // token) and Authorization. Any earlier values of these, and a Host header
 // (which net/http does not send: req.Host is), are removed first. The
-// request's URL is copied before signing, because the signer rewrites its
-// query in canonical form (the form then sent).
+// request's URL is copied before signing, because its path is put in the
+// form AWS signs (awsEscapedPath) and the signer rewrites its query in
+// canonical form: the forms then sent, so the URL the caller gave is
+// sent as the same resource in the form that was signed.
 func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (Stamp, error) {
 	var (
 		creds aws.Credentials
@@ -280,14 +376,32 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 	delete(h, "Host")
 	h[hdrAmzContent] = []string{hash}
 	u := *req.URL
+	if u.Opaque == "" {
+		u.RawPath = awsEscapedPath(u.EscapedPath())
+	}
 	req.URL = &u
-	err = c.signer.SignHTTP(ctx, creds, req, hash, c.service, c.region, c.clock.Now(), func(o *v4.SignerOptions) {
+	err = c.signerFor(gen).SignHTTP(ctx, creds, req, hash, c.service, c.region, c.clock.Now(), func(o *v4.SignerOptions) {
 		o.DisableURIPathEscaping = !c.escapePath
 	})
 	if err != nil {
 		return Stamp{}, &UnavailableError{Credential: c.name, Cause: fmt.Errorf("signing: %w", err)}
 	}
 	return Stamp{Generation: gen}, nil
+}
+
+// awsEscapedPath is the path as AWS signs it, which is the path then sent:
+// each segment decoded and encoded again as SigV4 requires (everything but
+// A-Z a-z 0-9 - _ . ~ is percent-encoded, '=' and '+' included), keeping
+// an encoded '/' inside a segment. S3 signs this form; other services sign
+// it encoded once more (the signer does that).
+func awsEscapedPath(escaped string) string {
+	segs := strings.Split(escaped, "/")
+	for i, seg := range segs {
+		if d, err := url.PathUnescape(seg); err == nil {
+			segs[i] = httpbinding.EscapePath(d, true)
+		}
+	}
+	return strings.Join(segs, "/")
 }
 
 // Rejected: a signature has nothing to renew; rotated files and expiring

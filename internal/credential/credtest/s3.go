@@ -1,6 +1,3 @@
-// Package credtest starts the real servers the credential tests verify
-// against, on loopback only, and stops each by its pid within a bounded
-// time at cleanup.
 package credtest
 
 import (
