@@ -395,6 +395,15 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 // an encoded '/' inside a segment. S3 signs this form; other services sign
 // it encoded once more (the signer does that).
 func awsEscapedPath(escaped string) string {
+	plain := true
+	for i := 0; i < len(escaped) && plain; i++ {
+		b := escaped[i]
+		plain = b == '/' || b == '-' || b == '_' || b == '.' || b == '~' ||
+			(b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
+	}
+	if plain { // nothing to decode or encode: the common case
+		return escaped
+	}
 	segs := strings.Split(escaped, "/")
 	for i, seg := range segs {
 		if d, err := url.PathUnescape(seg); err == nil {
