@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,7 +87,7 @@ func newSigV4(spec Spec, deps Deps) (Credential, error) {
 	c := &sigv4Cred{
 		name: spec.Name, region: s.Region, service: s.Service,
 		overwrite: spec.Overwrite, unsigned: s.UnsignedPayload,
-		clock: deps.Clock,
+		clock:      deps.Clock,
 		escapePath: s.Service != "s3",
 	}
 	switch {
