@@ -377,7 +377,7 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 	h[hdrAmzContent] = []string{hash}
 	u := *req.URL
 	if u.Opaque == "" {
-		u.RawPath = awsEscapedPath(u.EscapedPath())
+		u.RawPath = awsEscapedPath(&u, c.escapePath)
 	}
 	req.URL = &u
 	err = c.signerFor(gen).SignHTTP(ctx, creds, req, hash, c.service, c.region, c.clock.Now(), func(o *v4.SignerOptions) {
@@ -389,20 +389,26 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 	return Stamp{Generation: gen}, nil
 }
 
-// awsEscapedPath is the path as AWS signs it, which is the path then sent:
-// each segment decoded and encoded again as SigV4 requires (everything but
-// A-Z a-z 0-9 - _ . ~ is percent-encoded, '=' and '+' included), keeping
-// an encoded '/' inside a segment. S3 signs this form; other services sign
-// it encoded once more (the signer does that).
-func awsEscapedPath(escaped string) string {
+// awsEscapedPath is u's path in the form AWS signs, which is then the
+// path sent (the same resource): everything but A-Z a-z 0-9 - _ . ~ and
+// '/' percent-encoded, '=' and '+' included. For S3 (segments false) the
+// decoded path is encoded whole, so an encoded '/' is sent as '/': S3
+// keys do not tell them apart, and S3 servers sign the key that way.
+// Other services (segments true) keep an encoded '/' inside a segment,
+// and sign this form encoded once more (the signer does that).
+func awsEscapedPath(u *url.URL, segments bool) string {
+	escaped := u.EscapedPath()
 	plain := true
 	for i := 0; i < len(escaped) && plain; i++ {
 		b := escaped[i]
 		plain = b == '/' || b == '-' || b == '_' || b == '.' || b == '~' ||
 			(b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
 	}
-	if plain { // nothing to decode or encode: the common case
+	switch {
+	case plain: // nothing to decode or encode: the common case
 		return escaped
+	case !segments:
+		return httpbinding.EscapePath(u.Path, false)
 	}
 	segs := strings.Split(escaped, "/")
 	for i, seg := range segs {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/credential/credtest"
+	"github.com/retrybroker/retrybroker/internal/egress"
 )
 
 // fakeClock is a settable clock for signing times.
@@ -136,6 +138,30 @@ func TestSigV4VersitygwAcceptsPutAndGet(t *testing.T) {
 	req = attempt(t, c, credential.NewCall(nil), http.MethodGet, s.Endpoint+"/bucket?prefix=dir%2F&list-type=2&delimiter=%2F")
 	if code, out := send(t, client, req); code != http.StatusOK || !strings.Contains(out, "<Prefix>dir/</Prefix>") {
 		t.Fatalf("list: %d %s", code, out)
+	}
+}
+
+// TestSigV4ThroughTheBrokersEgressTransport: the broker's own egress
+// client (the destination guard's transport, here allowing loopback) sends
+// the signed request unchanged: versitygw accepts it.
+func TestSigV4ThroughTheBrokersEgressTransport(t *testing.T) {
+	s := credtest.StartS3(t)
+	s.CreateBucket(t, "bucket")
+	g, err := egress.NewGuard(egress.AllowPrefixes(netip.MustParsePrefix("127.0.0.1/32")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := egress.NewClient(egress.ClientConfig{Guard: g})
+	defer client.CloseIdleConnections()
+	c := sigv4FromFiles(t, s, credential.SystemClock, nil)
+	body := kib(t)
+	obj := s.Endpoint + "/bucket/egress/a%2Fb%20c?x-id=PutObject" // sent as a/b%20c: the same S3 key
+	if code, out := send(t, client, attempt(t, c, credential.NewCall(body), http.MethodPut, obj)); code != http.StatusOK {
+		t.Fatalf("PUT through egress: %d %s", code, out)
+	}
+	code, out := send(t, client, attempt(t, c, credential.NewCall(nil), http.MethodGet, s.Endpoint+"/bucket/egress/a%2Fb%20c"))
+	if code != http.StatusOK || out != string(body) {
+		t.Fatalf("GET through egress: %d, %d bytes", code, len(out))
 	}
 }
 
