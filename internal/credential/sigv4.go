@@ -366,6 +366,15 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 		}
 		hash = hex.EncodeToString(call.BodySHA256())
 	}
+	if req.URL == nil {
+		return Stamp{}, &UnavailableError{Credential: c.name, Cause: errors.New("request without a URL")}
+	}
+	// The signer re-encodes the query from its parsed form, which leaves
+	// out what does not parse (a ';' separator, a bad escape): such a query
+	// would be sent changed, so it is not signed.
+	if _, err := url.ParseQuery(req.URL.RawQuery); err != nil {
+		return Stamp{}, &UnavailableError{Credential: c.name, Cause: fmt.Errorf("the query cannot be signed as sent: %w", err)}
+	}
 	if req.Header == nil {
 		req.Header = make(http.Header)
 	}

@@ -159,3 +159,27 @@ func TestSigV4SessionTokenSigned(t *testing.T) {
 		t.Fatalf("headers %v", req.Header)
 	}
 }
+
+// TestSigV4RefusesAQueryItWouldChange: a query the signer would send
+// changed (a ';' separator, a bad escape) is not signed.
+func TestSigV4RefusesAQueryItWouldChange(t *testing.T) {
+	dir := t.TempDir()
+	c, err := credential.New(credential.Spec{Name: "c", Kind: credential.KindAWSSigV4, SigV4: &credential.SigV4Spec{
+		Region: "us-east-1", Service: "s3",
+		AccessKeyID:     credential.SecretRef{File: writeFile(t, dir, "ak", testAK)},
+		SecretAccessKey: credential.SecretRef{File: writeFile(t, dir, "sk", testSK)},
+	}}, credential.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"a=1;b=2", "a=%zz"} {
+		req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "https", Host: "h.example", Path: "/", RawQuery: q}, Header: http.Header{}}
+		_, err := c.Apply(context.Background(), req, nil)
+		if !credential.IsUnavailable(err) || req.Header.Get("Authorization") != "" {
+			t.Fatalf("query %q: %v, Authorization %q", q, err, req.Header.Get("Authorization"))
+		}
+		if req.URL.RawQuery != q {
+			t.Fatalf("query %q became %q", q, req.URL.RawQuery)
+		}
+	}
+}
