@@ -372,8 +372,10 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 	// The signer re-encodes the query from its parsed form, which leaves
 	// out what does not parse (a ';' separator, a bad escape): such a query
 	// would be sent changed, so it is not signed.
-	if _, err := url.ParseQuery(req.URL.RawQuery); err != nil {
-		return Stamp{}, &UnavailableError{Credential: c.name, Cause: fmt.Errorf("the query cannot be signed as sent: %w", err)}
+	if q := req.URL.RawQuery; q != "" {
+		if _, err := url.ParseQuery(q); err != nil {
+			return Stamp{}, &UnavailableError{Credential: c.name, Cause: fmt.Errorf("the query cannot be signed as sent: %w", err)}
+		}
 	}
 	if req.Header == nil {
 		req.Header = make(http.Header)
