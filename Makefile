@@ -13,7 +13,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all tools deps redis run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools deps redis versitygw run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
@@ -33,8 +33,14 @@ redis:
 	fi
 	@redis-server --version
 
+## versitygw: build versitygw (the S3 server the aws_sigv4 tests verify signatures with) into ./bin, pinned in tools/versitygw
+versitygw: $(BIN)/versitygw
+$(BIN)/versitygw: tools/versitygw/go.mod tools/versitygw/go.sum
+	@mkdir -p $(BIN)
+	cd tools/versitygw && GOBIN=$(BIN) $(GO) install tool
+
 ## deps: everything the tests need
-deps: tools redis
+deps: tools redis versitygw
 
 ## build: build the broker binary into ./bin/broker
 build:

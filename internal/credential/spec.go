@@ -102,7 +102,9 @@ type Deps struct {
 	// TokenClient returns the HTTP client for a token endpoint: dialled
 	// through the destination guard with the credential's own
 	// allow_destinations (nil: the default ranges only), never following
-	// redirects. Required for oauth2_client_credentials.
+	// redirects. Required for oauth2_client_credentials; aws_sigv4's
+	// default chain sends its STS requests (web identity) through it too,
+	// and without it refuses them.
 	TokenClient func(allow []string) (*http.Client, error)
 	// TokenAllow is the OAuth2 credential's allow_destinations.
 	TokenAllow []string
