@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -101,10 +101,10 @@ type oauth2Cred struct {
 	nextGauge atomic.Int64                // unix nanoseconds of the next TokenExpiry from Apply
 
 	mu        sync.Mutex
-	gen       uint64        // the newest token's generation
-	flight    *tokenFlight  // the request in progress, nil when none
-	failures  int           // consecutive failed requests
-	failUntil time.Time     // no request before this
+	gen       uint64       // the newest token's generation
+	flight    *tokenFlight // the request in progress, nil when none
+	failures  int          // consecutive failed requests
+	failUntil time.Time    // no request before this
 	failErr   *UnavailableError
 }
 

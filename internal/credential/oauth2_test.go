@@ -342,7 +342,9 @@ func TestOAuth2NeverSendsAnExpiredToken(t *testing.T) {
 	ts.set(func(w http.ResponseWriter, _ *http.Request, n int64) { writeToken(w, "tok-1", 2) })
 	c := newTestCred(t, ts.URL+"/token", clock, nil)
 	c.mustApply(t)
-	ts.set(func(w http.ResponseWriter, _ *http.Request, _ int64) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	ts.set(func(w http.ResponseWriter, _ *http.Request, _ int64) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
 
 	clock.Advance(1500 * time.Millisecond) // in the margin: refresh fails
 	if h, _ := c.mustApply(t); h != "Bearer tok-1" {
