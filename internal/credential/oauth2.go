@@ -396,7 +396,7 @@ func classifyTokenError(ctx context.Context, err error, transport error, secret 
 		if re.Response != nil {
 			status = strconv.Itoa(re.Response.StatusCode)
 			if re.Response.Status != "" {
-				status = re.Response.Status
+				status = excerpt(re.Response.Status, secret)
 			}
 		}
 		msg := "the token endpoint answered " + status
@@ -442,7 +442,7 @@ func interpretToken(t *oauth2.Token) (string, time.Duration, error) {
 // as float64, or a string for endpoints that quote it; from a form-encoded
 // answer an int64, a float64 or a string): whole seconds, at most MaxTokenLifetime (larger values are
 // capped). Absent, null, empty or 0 mean DefaultTokenLifetime; a
-// negative, fractional-overflowing or unparsable value is an error.
+// negative, not finite, unparsable or sub-second value is an error.
 func parseExpiresIn(v any) (time.Duration, error) {
 	var secs float64
 	switch x := v.(type) {
@@ -475,8 +475,8 @@ func parseExpiresIn(v any) (time.Duration, error) {
 		return MaxTokenLifetime, nil
 	}
 	d := time.Duration(secs * float64(time.Second))
-	if d <= 0 {
-		return 0, fmt.Errorf("expires_in %v is too short", secs)
+	if d < time.Second {
+		return 0, fmt.Errorf("expires_in %v is shorter than a second", secs)
 	}
 	return d, nil
 }
