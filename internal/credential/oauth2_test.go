@@ -314,7 +314,9 @@ func TestOAuth2RefreshesBeforeExpiry(t *testing.T) {
 			c := newTestCred(t, ts.URL+"/token", clock, func(s *OAuth2Spec) { s.ExpiryMargin = tc.margin })
 			c.mustApply(t)
 			clock.Advance(tc.refreshAt - time.Millisecond)
-			if h, _ := c.mustApply(t); h != "Bearer tok-1" || ts.requests.Load() != 1 {
+			h, _ := c.mustApply(t)
+			c.waitFlight(t) // a refresh started too early would be counted
+			if h != "Bearer tok-1" || ts.requests.Load() != 1 {
 				t.Fatalf("just before the refresh time: %q after %d requests, want the cached token", h, ts.requests.Load())
 			}
 			clock.Advance(time.Millisecond)
@@ -442,6 +444,9 @@ func TestOAuth2WaitersHonourTheirContext(t *testing.T) {
 		<-release
 		writeToken(w, fmt.Sprintf("tok-%d", n), 3600)
 	})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // the server's Close waits for its handler, even when the test failed
 	c := newTestCred(t, ts.URL+"/token", SystemClock, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
@@ -470,7 +475,7 @@ func TestOAuth2WaitersHonourTheirContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cancelled waiter did not return")
 	}
-	close(release)
+	unblock()
 	select {
 	case h := <-other:
 		if h != "Bearer tok-1" {
@@ -517,8 +522,11 @@ func TestOAuth2EndpointHangsIsBoundedByTimeout(t *testing.T) {
 		}
 	})
 	c := newTestCred(t, ts.URL+"/token", SystemClock, func(s *OAuth2Spec) { s.Timeout = 300 * time.Millisecond })
+	// The caller's deadline is far: the request's own timeout must end it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	start := time.Now()
-	_, _, err := c.apply(t, context.Background()) // no deadline of its own
+	_, _, err := c.apply(t, ctx)
 	d := time.Since(start)
 	if d < 300*time.Millisecond || d > 10*time.Second {
 		t.Errorf("a hanging endpoint took %v, want about the 300ms timeout", d)
