@@ -112,6 +112,9 @@ func StartHydra(tb testing.TB, cfg HydraConfig) *Hydra {
 // it.
 func HydraBinary() (string, error) {
 	if p := os.Getenv("HYDRA_BIN"); p != "" {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			return "", fmt.Errorf("credtest: HYDRA_BIN=%s is not a file: run make deps (builds ory/hydra from tools/hydra into bin/hydra)", p)
+		}
 		return p, nil
 	}
 	if root, err := moduleRoot(); err == nil {
