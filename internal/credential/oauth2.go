@@ -84,6 +84,9 @@ const (
 //   - Rejected invalidates the current token once.
 //   - The client secret is read from its SecretRef on every request, so a
 //     rotated file is used by the next one.
+//   - Metrics: TokenFetch once per request; TokenExpiry after each
+//     successful request and, from Apply, at most once a second.
+//   - A cached Apply takes no lock: one atomic load of the token.
 type oauth2Cred struct {
 	name      string
 	tenant    string
