@@ -159,17 +159,41 @@ func newTestCred(t testing.TB, tokenURL string, clock Clock, edit func(*OAuth2Sp
 	obs := &recObserver{}
 	client := credtest.LoopbackClient()
 	t.Cleanup(client.CloseIdleConnections)
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if strings.Contains(logs.String(), testSecret) {
+			t.Errorf("the log holds the client secret:\n%s", logs.String())
+		}
+	})
 	c, err := New(Spec{Name: "api", Kind: KindOAuth2, OAuth2: spec}, Deps{
 		Tenant:      "t1",
 		TokenClient: func([]string) (*http.Client, error) { return client, nil },
 		Clock:       clock,
 		Observer:    obs,
-		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:         slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &testCred{oauth2Cred: c.(*oauth2Cred), obs: obs, secretFile: file}
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func newReq(t testing.TB) *http.Request {
@@ -601,6 +625,60 @@ func TestOAuth2FailuresBackOffAndAreShared(t *testing.T) {
 		t.Errorf("failures = %d, failUntil %v after a success", c.failures, c.failUntil)
 	}
 	c.mu.Unlock()
+}
+
+// The token endpoint is dialled with the client Deps.TokenClient makes
+// for the credential's own allow_destinations.
+func TestOAuth2TokenClientGetsItsAllowList(t *testing.T) {
+	ts := newTokenServer(t)
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte(testSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	client := credtest.LoopbackClient()
+	defer client.CloseIdleConnections()
+	c, err := New(Spec{Name: "api", Kind: KindOAuth2, OAuth2: &OAuth2Spec{TokenURL: ts.URL, ClientID: "c", ClientSecret: SecretRef{File: file}}}, Deps{
+		TokenAllow:  []string{"127.0.0.1/32"},
+		TokenClient: func(allow []string) (*http.Client, error) { got = allow; return client, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "127.0.0.1/32" {
+		t.Errorf("TokenClient got %v", got)
+	}
+	if _, err := c.Apply(context.Background(), newReq(t), NewCall(nil)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TokenExpiry is set after a fetch and refreshed by Apply at most once a
+// second.
+func TestOAuth2TokenExpiryGauge(t *testing.T) {
+	clock := newFakeClock()
+	ts := newTokenServer(t)
+	c := newTestCred(t, ts.URL, clock, nil)
+	gauge := func() []time.Duration {
+		c.obs.mu.Lock()
+		defer c.obs.mu.Unlock()
+		return append([]time.Duration(nil), c.obs.expiry...)
+	}
+	c.mustApply(t)
+	if got := gauge(); len(got) != 1 || got[0] != time.Hour {
+		t.Fatalf("after the fetch: %v, want [1h]", got)
+	}
+	clock.Advance(500 * time.Millisecond)
+	c.mustApply(t)
+	if got := gauge(); len(got) != 1 {
+		t.Fatalf("half a second later: %v, want no new value", got)
+	}
+	clock.Advance(600 * time.Millisecond)
+	c.mustApply(t)
+	c.mustApply(t)
+	if got := gauge(); len(got) != 2 || got[1] != time.Hour-1100*time.Millisecond {
+		t.Fatalf("1.1 s later: %v, want one new value of 1h-1.1s", got)
+	}
 }
 
 func TestTokenBackoff(t *testing.T) {
