@@ -13,7 +13,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all tools deps redis versitygw run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools deps redis versitygw hydra run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
@@ -39,8 +39,15 @@ $(BIN)/versitygw: tools/versitygw/go.mod tools/versitygw/go.sum
 	@mkdir -p $(BIN)
 	cd tools/versitygw && GOBIN=$(BIN) $(GO) install tool
 
+
+## hydra: build ory/hydra (pinned in tools/hydra/go.mod, with SQLite) into ./bin/hydra, the real OAuth2 server of the credential tests
+hydra: $(BIN)/hydra
+$(BIN)/hydra: tools/hydra/go.mod tools/hydra/go.sum
+	@mkdir -p $(BIN)
+	cd tools/hydra && CGO_ENABLED=1 $(GO) build -tags sqlite,sqlite_omit_load_extension -o $(BIN)/hydra github.com/ory/hydra/v2
+
 ## deps: everything the tests need
-deps: tools redis versitygw
+deps: tools redis versitygw hydra
 
 ## build: build the broker binary into ./bin/broker
 build:
