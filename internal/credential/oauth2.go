@@ -343,8 +343,15 @@ func tokenBackoff(n int) time.Duration {
 	return min(TokenBackoffMin<<(n-1), TokenBackoffMax)
 }
 
-// Rejected invalidates the current token when stamp carried it, so that
-// the next Apply fetches a new one, and reports whether it did.
+// Rejected is told that the token stamp carried was refused (a 401). It
+// invalidates that token only while it is the current one, so that the
+// next Apply fetches a new one: N concurrent 401s for one token cause one
+// invalidation and one token request. It reports whether a repeat with a
+// new token is worth it: true when the refused token is no longer the
+// current one (just invalidated here, by another call's 401, or already
+// replaced by a newer token), so that every call whose attempt failed
+// with the same old token repeats once (the engine allows one repeat per
+// call) with the new one.
 func (c *oauth2Cred) Rejected(stamp Stamp) bool {
 	if stamp.Generation == 0 {
 		return false
@@ -352,11 +359,14 @@ func (c *oauth2Cred) Rejected(stamp Stamp) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tok := c.cur.Load()
-	if tok == nil || tok.gen != stamp.Generation {
-		return false
+	switch {
+	case tok == nil:
+		return true // invalidated already: the repeat fetches a new token
+	case tok.gen == stamp.Generation:
+		c.cur.Store(nil)
+		return true
 	}
-	c.cur.Store(nil)
-	return true
+	return tok.gen > stamp.Generation
 }
 
 // request asks the token endpoint for a token, within ctx. It returns the

@@ -788,7 +788,8 @@ func TestOAuth2ExpiresInForms(t *testing.T) {
 }
 
 // Rejected invalidates the token it names once, and only while it is
-// the current one.
+// the current one; a call whose attempt carried an older token is told to
+// repeat (with the current token), without invalidating it.
 func TestOAuth2Rejected(t *testing.T) {
 	ts := newTokenServer(t)
 	c := newTestCred(t, ts.URL+"/token", SystemClock, nil)
@@ -799,15 +800,15 @@ func TestOAuth2Rejected(t *testing.T) {
 	if !c.Rejected(st1) {
 		t.Fatal("Rejected(current token) = false")
 	}
-	if c.Rejected(st1) {
-		t.Error("Rejected twice for the same token = true")
+	if !c.Rejected(st1) {
+		t.Error("a second 401 for the same, invalidated token: Rejected = false, want a repeat too")
 	}
 	h, st2 := c.mustApply(t)
 	if h != "Bearer tok-2" || st2.Generation != 2 {
 		t.Fatalf("after Rejected: %q %+v, want tok-2", h, st2)
 	}
-	if c.Rejected(st1) {
-		t.Error("Rejected(an older token) = true while a newer one is current")
+	if !c.Rejected(st1) {
+		t.Error("Rejected(an older token) = false while a newer one is current, want a repeat with it")
 	}
 	if h, _ := c.mustApply(t); h != "Bearer tok-2" {
 		t.Errorf("a stale Rejected invalidated the current token: %q", h)
