@@ -1,0 +1,58 @@
+{{- define "retrybroker.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "retrybroker.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "retrybroker.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "retrybroker.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "retrybroker.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "retrybroker.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "retrybroker.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "retrybroker.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* durationSeconds turns a Go duration of whole seconds or minutes ("15s", "2m") into seconds. */}}
+{{- define "retrybroker.durationSeconds" -}}
+{{- $d := toString . -}}
+{{- if hasSuffix "ms" $d -}}1
+{{- else if hasSuffix "m" $d -}}{{ mul (trimSuffix "m" $d | int) 60 }}
+{{- else if hasSuffix "h" $d -}}{{ mul (trimSuffix "h" $d | int) 3600 }}
+{{- else -}}{{ trimSuffix "s" $d | int }}
+{{- end -}}
+{{- end }}
+
+{{/* probe is a gRPC health probe of service on the gRPC port, or a TCP probe when the port speaks TLS. */}}
+{{- define "retrybroker.probe" -}}
+{{- if .root.Values.tls.enabled -}}
+tcpSocket:
+  port: {{ .root.Values.grpcPort }}
+{{- else -}}
+grpc:
+  port: {{ .root.Values.grpcPort }}
+  service: {{ .service | quote }}
+{{- end -}}
+{{- end }}
