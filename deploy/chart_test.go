@@ -24,6 +24,10 @@ import (
 
 const chartDir = "helm/retrybroker"
 
+// kubeVersion is the Kubernetes version the chart is rendered for: the
+// chart needs 1.30 or later (the preStop sleep action).
+const kubeVersion = "1.31.0"
+
 // serviceMonitor is the part of monitoring.coreos.com/v1 ServiceMonitor the
 // chart renders; decoding strictly into it catches a misspelt field.
 type serviceMonitor struct {
@@ -142,7 +146,7 @@ func stripComments(doc string) string {
 
 func helmTemplate(t *testing.T, args ...string) []byte {
 	t.Helper()
-	return run(t, tool(t, "helm"), append([]string{"template", "rb", chartDir}, args...)...)
+	return run(t, tool(t, "helm"), append([]string{"template", "rb", chartDir, "--kube-version", kubeVersion}, args...)...)
 }
 
 // valueSets are the chart's CI value files: default, ha, redis-cluster, tls.
@@ -308,7 +312,7 @@ func TestChartDecodeIsStrict(t *testing.T) {
 // TestChartRefusesShortGracePeriod: a termination grace period that does
 // not cover the preStop delay and the drain fails to render.
 func TestChartRefusesShortGracePeriod(t *testing.T) {
-	out, err := exec.Command(tool(t, "helm"), "template", "rb", chartDir, "--set", "terminationGracePeriodSeconds=20").CombinedOutput()
+	out, err := exec.Command(tool(t, "helm"), "template", "rb", chartDir, "--kube-version", kubeVersion, "--set", "terminationGracePeriodSeconds=20").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "must exceed") {
 		t.Fatalf("helm template with a 20 s grace period (5 s preStop + 15 s drain): err %v\n%s", err, out)
 	}
