@@ -310,10 +310,17 @@ func TestChartDecodeIsStrict(t *testing.T) {
 }
 
 // TestChartRefusesShortGracePeriod: a termination grace period that does
-// not cover the preStop delay and the drain fails to render.
+// not cover the preStop delay and the drain fails to render, and so does a
+// drain the chart cannot compare.
 func TestChartRefusesShortGracePeriod(t *testing.T) {
-	out, err := exec.Command(tool(t, "helm"), "template", "rb", chartDir, "--kube-version", kubeVersion, "--set", "terminationGracePeriodSeconds=20").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "must exceed") {
-		t.Fatalf("helm template with a 20 s grace period (5 s preStop + 15 s drain): err %v\n%s", err, out)
+	for _, tc := range []struct{ set, want string }{
+		{"terminationGracePeriodSeconds=20", "must exceed"}, // 5 s preStop + 15 s drain
+		{"broker.shutdownTimeout=1m", "must exceed"},        // 5 s + 60 s > 30 s
+		{"broker.shutdownTimeout=1m30s", "whole seconds, minutes or hours"},
+	} {
+		out, err := exec.Command(tool(t, "helm"), "template", "rb", chartDir, "--kube-version", kubeVersion, "--set", tc.set).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("helm template --set %s: err %v, want %q\n%s", tc.set, err, tc.want, out)
+		}
 	}
 }

@@ -35,13 +35,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* durationSeconds turns a Go duration of whole seconds or minutes ("15s", "2m") into seconds. */}}
+{{/* durationSeconds turns a duration of whole seconds, minutes or hours ("15s", "2m", "1h") into seconds; any other form fails the rendering. */}}
 {{- define "retrybroker.durationSeconds" -}}
 {{- $d := toString . -}}
-{{- if hasSuffix "ms" $d -}}1
-{{- else if hasSuffix "m" $d -}}{{ mul (trimSuffix "m" $d | int) 60 }}
-{{- else if hasSuffix "h" $d -}}{{ mul (trimSuffix "h" $d | int) 3600 }}
-{{- else -}}{{ trimSuffix "s" $d | int }}
+{{- if not (regexMatch "^[0-9]+[smh]$" $d) -}}
+{{- fail (printf "broker.shutdownTimeout must be whole seconds, minutes or hours (15s, 2m, 1h), got %q" $d) -}}
+{{- end -}}
+{{- $n := regexFind "^[0-9]+" $d | int -}}
+{{- if hasSuffix "h" $d -}}{{ mul $n 3600 }}
+{{- else if hasSuffix "m" $d -}}{{ mul $n 60 }}
+{{- else -}}{{ $n }}
 {{- end -}}
 {{- end }}
 
