@@ -324,3 +324,20 @@ func TestChartRefusesShortGracePeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestChartRefusesMisspeltValues: values.schema.json refuses a value the
+// chart does not know (Helm would ignore it, and a Redis password would
+// silently not be mounted) and a Redis mode it does not have.
+func TestChartRefusesMisspeltValues(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"redis.passwrdSecret=x", "passwrdSecret"},
+		{"redis.mode=clustr", "/redis/mode"},
+		{"broker.maxConnectionAge=5 minutes", "/broker/maxConnectionAge"},
+		{"credentials[0].name=github", "secret"},
+	} {
+		out, err := exec.Command(tool(t, "helm"), "template", "rb", chartDir, "--kube-version", kubeVersion, "--set", tc.set).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("helm template --set %s: err %v, want %q\n%s", tc.set, err, tc.want, out)
+		}
+	}
+}
