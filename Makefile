@@ -13,15 +13,31 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all tools deps redis versitygw hydra run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+# VERSION and REVISION are linked into the binary (broker version) and set
+# the image's OCI labels.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+IMAGE ?= localhost/retrybroker:dev
+
+.PHONY: all tools deps redis versitygw hydra run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
-## tools: install the pinned Go tools (buf, protoc plugins, staticcheck, gofumpt, grpcurl, gocyclo) into ./bin
-tools: $(BIN)/.tools-stamp
+## tools: install the pinned Go tools (buf, protoc plugins, staticcheck, gofumpt, grpcurl, gocyclo,
+## and helm and promtool, each in its own module for its large dependency tree) into ./bin
+tools: $(BIN)/.tools-stamp $(BIN)/.helm-stamp $(BIN)/.promtool-stamp
 $(BIN)/.tools-stamp: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOBIN=$(BIN) $(GO) install tool
+	@touch $@
+$(BIN)/.helm-stamp: tools/helm/go.mod tools/helm/go.sum
+	@mkdir -p $(BIN)
+	cd tools/helm && GOBIN=$(BIN) $(GO) install tool
+	@touch $@
+$(BIN)/.promtool-stamp: tools/promtool/go.mod tools/promtool/go.sum
+	@mkdir -p $(BIN)
+	cd tools/promtool && GOBIN=$(BIN) $(GO) install tool
 	@touch $@
 
 ## redis: install redis-server from Debian's packages when it is missing
@@ -51,7 +67,17 @@ deps: tools redis versitygw hydra
 
 ## build: build the broker binary into ./bin/broker
 build:
-	$(GO) build -o $(BIN)/broker ./cmd/broker
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/broker ./cmd/broker
+
+## image: build the container image $(IMAGE) with podman or docker (podman from Debian when neither
+## is installed). The binary is built here and copied into a FROM scratch image (deploy/image/Dockerfile.prebuilt),
+## so no base image is pulled; the root Dockerfile builds the same image anywhere from source.
+image:
+	VERSION=$(VERSION) REVISION=$(REVISION) IMAGE=$(IMAGE) deploy/image/build.sh
+
+## image-test: build the image, inspect it, extract its filesystem and serve health from its binary
+image-test: image
+	RETRYBROKER_IMAGE_TEST=$(IMAGE) $(GO) test -count=1 -run 'TestImage' ./deploy/
 
 ## run: start the broker on its embedded default (memory store, dev tenant, loopback only)
 run:

@@ -3,6 +3,7 @@
 //	broker [--listen 127.0.0.1:50051] [--reflection] [--allow-destinations CIDR,...]
 //	broker --config broker.yaml [--redis redis://...] [--tls-cert F --tls-key F [--tls-client-ca F]]
 //	broker config check FILE
+//	broker version
 //	broker providers list|show NAME|test NAME --status N ...|docs [--config FILE [--tenant ID] [--policy NAME]]
 //
 // With no configuration it runs the embedded default: a single dev tenant,
@@ -68,6 +69,9 @@ type options struct {
 	tlsKey                                  string
 	tlsClientCA                             string
 	requireClientCert                       bool
+
+	// maxConnAge and maxConnAgeGrace are --max-connection-age(-grace).
+	maxConnAge, maxConnAgeGrace time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -78,6 +82,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.reflection, "reflection", false, "register the gRPC server reflection service (for grpcurl)")
 	fs.StringVar(&o.allowDestinations, "allow-destinations", "", "comma-separated CIDRs the dev tenant may call even though they are special-purpose (e.g. 127.0.0.1/32)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest graceful stop on SIGTERM before in-flight calls are cut")
+	fs.DurationVar(&o.maxConnAge, "max-connection-age", 0, "send GOAWAY to a gRPC connection once it is this old (±10% jitter) so callers rebalance onto new replicas; 0 = off")
+	fs.DurationVar(&o.maxConnAgeGrace, "max-connection-age-grace", 5*time.Minute, "with --max-connection-age: how long calls in flight on a connection told to go away may still run before it is closed; 0 = no limit")
 	fs.StringVar(&o.configFile, "config", "", "YAML file with tenants, API key hashes and policies (see docs/policy.md); reloaded on SIGHUP and on change")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM) for TLS")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM) for TLS")
@@ -97,6 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.maxConnAge < 0 || o.maxConnAgeGrace < 0 {
+		return nil, errors.New("--max-connection-age and --max-connection-age-grace must not be negative")
 	}
 	if o.maxBufferedBytes < engine.MinBodyBudget {
 		return nil, fmt.Errorf("--max-buffered-bytes must be at least %d (the largest request and response bodies of one call), got %d", engine.MinBodyBudget, o.maxBufferedBytes)
@@ -127,6 +136,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.
 	}
 	if len(args) > 0 && args[0] == "providers" {
 		return providersCommand(args[1:], os.Stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "version" {
+		return versionCommand(args[1:], os.Stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -216,7 +228,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		server.WithExecutor(&server.Executor{Runner: runner, Clients: clients, Logger: logger}),
 		server.WithPolicyResolver(auth.ResolvePolicy),
 	}
-	grpcCfg := server.GRPCConfig{Logger: logger, Reflection: o.reflection, Creds: creds}
+	grpcCfg := server.GRPCConfig{
+		Logger: logger, Reflection: o.reflection, Creds: creds,
+		MaxConnectionAge: o.maxConnAge, MaxConnectionAgeGrace: o.maxConnAgeGrace,
+	}
 	if telemetry.ExportEnabled(os.Getenv) {
 		grpcCfg.TracerProvider = tp // server spans only when they go somewhere
 	}

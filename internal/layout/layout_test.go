@@ -34,6 +34,7 @@ var rules = []rule{
 		"credentials know nothing of policies, shared state or the wire: they only apply themselves to a request",
 	},
 	{[]string{"internal/", "cmd/", "clients/"}, []string{"bench/"}, "no production package depends on the benchmarks"},
+	{[]string{"internal/", "cmd/", "gen/", "deploy"}, []string{"k8s.io/", "sigs.k8s.io/"}, "the Kubernetes API types are for the chart's tests only"},
 }
 
 // TestImportRules walks `go list` and fails on any forbidden direct import.

@@ -50,6 +50,15 @@ type GRPCConfig struct {
 	Reflection bool
 	// MaxConcurrentStreams per connection; 0 means the default.
 	MaxConcurrentStreams uint32
+	// MaxConnectionAge, when positive, makes the server send GOAWAY to a
+	// connection once it is this old (grpc-go adds ±10% jitter), so that
+	// callers' long-lived connections spread onto replicas added since;
+	// 0 means connections live as long as they are used.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace is how long calls in flight on a connection
+	// told to go away may still run before the connection is closed; 0
+	// means no limit. It applies only with MaxConnectionAge.
+	MaxConnectionAgeGrace time.Duration
 	// ExtraOptions are appended to the server options (tests).
 	ExtraOptions []grpc.ServerOption
 }
@@ -73,7 +82,8 @@ func streamWorkers() uint32 { return uint32(4 * runtime.GOMAXPROCS(0)) }
 //     (RequestLimiter), so a malformed message answers INVALID_ARGUMENT and
 //     an oversized one RESOURCE_EXHAUSTED.
 //   - Server-wide limits: MaxRecvMsgSize, MaxSendMsgSize, keepalive
-//     enforcement, concurrent streams per connection.
+//     enforcement, concurrent streams per connection, and the optional
+//     connection age (MaxConnectionAge).
 func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, *Health) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -104,7 +114,7 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(streams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 15 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveParams(keepaliveParams(cfg)),
 		grpc.ConnectionTimeout(10 * time.Second),
 		// Calls run on a few long-lived workers (new goroutines only when
 		// every worker is busy): a worker's stack has already grown to what
@@ -132,6 +142,18 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		reflection.Register(gs)
 	}
 	return gs, hs
+}
+
+// keepaliveParams are the server's keepalive parameters: idle connections
+// close after 15 minutes, pings after 2 minutes of silence (20 s to answer),
+// and the connection age from cfg (zero values are grpc-go's infinity).
+func keepaliveParams(cfg GRPCConfig) keepalive.ServerParameters {
+	kp := keepalive.ServerParameters{MaxConnectionIdle: 15 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}
+	if cfg.MaxConnectionAge > 0 {
+		kp.MaxConnectionAge = cfg.MaxConnectionAge
+		kp.MaxConnectionAgeGrace = cfg.MaxConnectionAgeGrace
+	}
+	return kp
 }
 
 // tapAuth authenticates every call but health checks when its headers
