@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -37,21 +38,51 @@ func ValidName(s string) bool {
 	return true
 }
 
+// LoadOption configures Load, Parse and Check.
+type LoadOption func(*loadOptions)
+
+type loadOptions struct {
+	credDeps func(tenant string) credential.Deps
+}
+
+// deps returns the credential dependencies of tenant.
+func (o *loadOptions) deps(tenant string) credential.Deps {
+	if o.credDeps == nil {
+		return credential.Deps{Tenant: tenant}
+	}
+	d := o.credDeps(tenant)
+	d.Tenant = tenant
+	return d
+}
+
+// WithCredentialDeps sets what the tenants' credentials are built with
+// (credential.New): fn returns the dependencies of one tenant (its token
+// client, observer, clock and logger). Without it a credential gets no
+// token client and observes nothing, which is enough to check a file.
+func WithCredentialDeps(fn func(tenant string) credential.Deps) LoadOption {
+	return func(o *loadOptions) { o.credDeps = fn }
+}
+
 // Load reads and validates the configuration file at path. An I/O error is
 // returned wrapped; an invalid file gives an *Error listing every problem.
-func Load(path string) (*Directory, error) {
+// Every secret a credential names is read once (a missing file or variable
+// is a problem naming it, never a value).
+func Load(path string, opts ...LoadOption) (*Directory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)
 	}
-	return Parse(path, data)
+	return Parse(path, data, opts...)
 }
 
 // Parse validates configuration data; name is the file name used in
 // problems. It returns an *Error listing every problem when data is not a
 // valid configuration.
-func Parse(name string, data []byte) (*Directory, error) {
+func Parse(name string, data []byte, opts ...LoadOption) (*Directory, error) {
 	l := &loader{file: name, src: source{data: data}}
+	for _, o := range opts {
+		o(&l.opts)
+	}
 	dir := l.parse(data)
 	if len(l.problems) > 0 {
 		sortProblems(l.problems)
@@ -107,6 +138,7 @@ type loader struct {
 	sharedMaps    map[string]map[string]*tenant.Policy
 	dir           *Directory
 	idLines       []int32 // line of each tenant in dir.tenants
+	opts          loadOptions
 }
 
 // addf records a problem at node n (nil for the whole file). Any check may

@@ -125,6 +125,10 @@ func statSecretFile(path string) (fileStamp, error) {
 }
 
 func readSecretFile(path string) ([]byte, fileStamp, error) {
+	// Refused before it is opened: opening a FIFO would block.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fileStamp{}, fmt.Errorf("%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fileStamp{}, err
