@@ -72,27 +72,47 @@ func TestCredentialsProblems(t *testing.T) {
 	tests := []struct {
 		name, creds, policies, want string
 	}{
-		{"inline value", "    credentials:\n      api: {kind: header, name: Authorization, value: marker-secret-123}\n", "",
-			"6:48: tenants[0].credentials.api.value: a secret is never written in the configuration: secrets are read from files or the environment: use value_file or value_env"},
-		{"inline client secret", "    credentials:\n      o: {kind: oauth2_client_credentials, token_url: https://x.example/t, client_id: a, client_secret: marker-secret-123}\n", "",
-			"use client_secret_file or client_secret_env"},
-		{"inline aws key", "    credentials:\n      a: {kind: aws_sigv4, region: us-east-1, service: s3, secret_access_key: marker-secret-123}\n", "",
-			"use secret_access_key_file"},
-		{"missing file", "    credentials:\n      api: {kind: header, name: Authorization, value_file: " + missing + "}\n", "",
-			"tenants[0].credentials.api: credentials.api.value: open " + missing + ": no such file or directory"},
-		{"unset env", "    credentials:\n      api: {kind: header, name: Authorization, value_env: RB_TEST_UNSET_VAR}\n", "",
-			"environment variable RB_TEST_UNSET_VAR is empty or unset"},
-		{"key of another kind", "    credentials:\n      api: {kind: header, name: Authorization, value_file: " + secret + ", token_url: https://x.example}\n", "",
-			"tenants[0].credentials.api.token_url: not a key of kind header (its keys: kind, overwrite, name, value_file, value_env, prefix)"},
-		{"no kind", "    credentials:\n      api: {name: Authorization, value_file: " + secret + "}\n", "",
-			"tenants[0].credentials.api: missing kind"},
-		{"unknown kind", "    credentials:\n      api: {kind: basic, value_file: " + secret + "}\n", "",
-			"unknown kind \"basic\""},
-		{"unknown credential", "    credentials:\n      api: {kind: header, name: Authorization, value_file: " + secret + "}\n",
+		{
+			"inline value", "    credentials:\n      api: {kind: header, name: Authorization, value: marker-secret-123}\n", "",
+			"6:48: tenants[0].credentials.api.value: a secret is never written in the configuration: secrets are read from files or the environment: use value_file or value_env",
+		},
+		{
+			"inline client secret", "    credentials:\n      o: {kind: oauth2_client_credentials, token_url: https://x.example/t, client_id: a, client_secret: marker-secret-123}\n", "",
+			"use client_secret_file or client_secret_env",
+		},
+		{
+			"inline aws key", "    credentials:\n      a: {kind: aws_sigv4, region: us-east-1, service: s3, secret_access_key: marker-secret-123}\n", "",
+			"use secret_access_key_file",
+		},
+		{
+			"missing file", "    credentials:\n      api: {kind: header, name: Authorization, value_file: " + missing + "}\n", "",
+			"tenants[0].credentials.api: credentials.api.value: open " + missing + ": no such file or directory",
+		},
+		{
+			"unset env", "    credentials:\n      api: {kind: header, name: Authorization, value_env: RB_TEST_UNSET_VAR}\n", "",
+			"environment variable RB_TEST_UNSET_VAR is empty or unset",
+		},
+		{
+			"key of another kind", "    credentials:\n      api: {kind: header, name: Authorization, value_file: " + secret + ", token_url: https://x.example}\n", "",
+			"tenants[0].credentials.api.token_url: not a key of kind header (its keys: kind, overwrite, name, value_file, value_env, prefix)",
+		},
+		{
+			"no kind", "    credentials:\n      api: {name: Authorization, value_file: " + secret + "}\n", "",
+			"tenants[0].credentials.api: missing kind",
+		},
+		{
+			"unknown kind", "    credentials:\n      api: {kind: basic, value_file: " + secret + "}\n", "",
+			"unknown kind \"basic\"",
+		},
+		{
+			"unknown credential", "    credentials:\n      api: {kind: header, name: Authorization, value_file: " + secret + "}\n",
 			"    policies:\n      default: {credential: other}\n",
-			"8:29: tenants[0].policies.default.credential: policy \"default\" names credential \"other\", which is not one of this tenant's credentials (it defines: api)"},
-		{"no credentials", "", "    policies:\n      default: {credential: other}\n",
-			"(the tenant defines none)"},
+			"8:29: tenants[0].policies.default.credential: policy \"default\" names credential \"other\", which is not one of this tenant's credentials (it defines: api)",
+		},
+		{
+			"no credentials", "", "    policies:\n      default: {credential: other}\n",
+			"(the tenant defines none)",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
