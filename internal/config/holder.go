@@ -26,6 +26,7 @@ type Holder struct {
 	signals  <-chan os.Signal
 	debounce time.Duration
 	now      func() time.Time
+	loadOpts []LoadOption
 
 	mu       sync.Mutex // serialises reloads
 	lastSeen [32]byte   // digest of the last file content tried
@@ -50,6 +51,12 @@ func WithLogger(l *slog.Logger) HolderOption {
 			h.logger = l
 		}
 	}
+}
+
+// WithLoadOptions sets the options of every load and reload (for example
+// WithCredentialDeps).
+func WithLoadOptions(opts ...LoadOption) HolderOption {
+	return func(h *Holder) { h.loadOpts = append(h.loadOpts, opts...) }
 }
 
 // WithOnReload calls fn with the new directory after each successful
@@ -129,7 +136,7 @@ func NewHolder(path string, reg prometheus.Registerer, opts ...HolderOption) (*H
 	h.reloads.WithLabelValues("success")
 	h.reloads.WithLabelValues("failure")
 
-	d, err := Load(path)
+	d, err := Load(path, h.loadOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +192,7 @@ func (h *Holder) reloadLocked(ifChanged bool) error {
 			return nil
 		}
 	}
-	d, err := Parse(h.path, data)
+	d, err := Parse(h.path, data, h.loadOpts...)
 	if err != nil {
 		h.lastSeen = digestOf(data)
 		h.fail(err)
