@@ -462,3 +462,55 @@ func TestCredentialSecretsNeverLeak(t *testing.T) {
 		})
 	}
 }
+
+// TestCredentialUnavailableEndToEnd: a secret file rewritten with a value
+// that cannot be a header value makes the credential unavailable: the call
+// ends with OUTCOME_CREDENTIALS_UNAVAILABLE before anything is sent, the
+// attempt's error names the credential and the cause, the metric counts
+// it, and /health/credentials says so until a good value is back.
+func TestCredentialUnavailableEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token")
+	writeFileAtomic(t, secret, "good-value\n")
+	up := newHeaderUpstream(t)
+	cfg := writeConfig(t, credBrokerConfig(
+		"      api: {kind: header, name: X-Api-Key, value_file: "+secret+"}\n",
+		"      default: {credential: api, allow_destinations: [\"127.0.0.1/32\"]}\n"))
+	metricsAddr := freePort(t)
+	p := startProc(t, "--config", cfg, "--metrics-listen", metricsAddr)
+	if _, err := p.executeCred(t, "", up.URL); err != nil || up.count() != 1 {
+		t.Fatalf("%v, upstream saw %d", err, up.count())
+	}
+	writeFileAtomic(t, secret, "bad\x01value\n")
+	var res *rbv1.ExecuteResponse
+	waitUntil(t, 10*time.Second, "credentials unavailable", func() bool {
+		var err error
+		res, err = p.executeCred(t, "", up.URL)
+		return err == nil && res.GetOutcome() == rbv1.Outcome_OUTCOME_CREDENTIALS_UNAVAILABLE
+	})
+	sent := up.count()
+	res, err := p.executeCred(t, "", up.URL)
+	if err != nil || res.GetOutcome() != rbv1.Outcome_OUTCOME_CREDENTIALS_UNAVAILABLE || up.count() != sent {
+		t.Fatalf("%v %v, upstream saw %d (was %d): want nothing sent", err, res.GetOutcome(), up.count(), sent)
+	}
+	a := res.GetAttempts()
+	if len(a) != 1 || a[0].GetDecision().GetReason() != rbv1.Reason_REASON_CREDENTIALS_UNAVAILABLE || a[0].GetStatusCode() != 0 ||
+		!strings.Contains(a[0].GetErrorMessage(), "credential api unavailable") || strings.Contains(a[0].GetErrorMessage(), "bad") {
+		t.Fatalf("attempts %v", a)
+	}
+	if m := metricsText(t, metricsAddr); !strings.Contains(m, `retrybroker_credential_unavailable_total{credential="api",tenant="t1"}`) {
+		t.Fatal("metrics lack the unavailable count")
+	}
+	health := httpText(t, "http://"+metricsAddr+CredentialsHealthPath)
+	if !strings.Contains(health, `"status":"unavailable"`) || !strings.Contains(health, `"credential":"api"`) || strings.Contains(health, "bad") {
+		t.Fatalf("health: %s", health)
+	}
+	writeFileAtomic(t, secret, "good-again\n")
+	waitUntil(t, 10*time.Second, "credential back", func() bool {
+		res, err := p.executeCred(t, "", up.URL)
+		return err == nil && res.GetOutcome() == rbv1.Outcome_OUTCOME_SUCCESS && up.last("X-Api-Key") == "good-again"
+	})
+	if health := httpText(t, "http://"+metricsAddr+CredentialsHealthPath); !strings.Contains(health, `"status":"ok"`) {
+		t.Fatalf("health after recovery: %s", health)
+	}
+}
