@@ -236,6 +236,9 @@ func (e *NoResponseError) Error() string {
 		n = len(e.Result.Attempts)
 	}
 	msg := fmt.Sprintf("broker: no response after %d attempt(s) (%s)", n, e.Outcome)
+	if e.Outcome == OutcomeCredentialsUnavailable && n > 0 && e.Result.Attempts[n-1].ErrorMessage != "" {
+		msg += ": " + e.Result.Attempts[n-1].ErrorMessage // names the credential and the cause, never a secret
+	}
 	if e.HasRetryAfter {
 		msg += fmt.Sprintf("; retry after %s", e.RetryAfter)
 	}
