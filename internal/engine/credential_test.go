@@ -210,3 +210,29 @@ func TestRunCredentialGatesByName(t *testing.T) {
 		t.Fatalf("b: %v, sent %d; want b's attempt sent", err, limited.count())
 	}
 }
+
+// TestStreamCredential: ExecuteStream applies the credential as Execute
+// does: on every attempt, and a credential that cannot be had ends the
+// stream with OutcomeCredentialsUnavailable, no head and the cause.
+func TestStreamCredential(t *testing.T) {
+	up := newUpstream(t, reply{status: 503, kv: []string{"Retry-After", "1"}}, reply{status: 200, body: "streamed"})
+	f := newFixture(t, engine.NewFakeClock(time.Now()), nil)
+	cred := &fakeCred{name: "k"}
+	sink := &recordingSink{}
+	res, err := f.runner.Stream(t.Context(), streamCall(t, up.URL, func(p *engine.Policy) { p.Credential = cred }), sink)
+	if err != nil || res.Outcome != engine.OutcomeSuccess || sink.body() != "streamed" {
+		t.Fatalf("%v outcome %s body %q", err, res.Outcome, sink.body())
+	}
+	if len(cred.seen) != 2 || up.requests[0].Header.Get("X-Key") != "tok0" || up.requests[1].Header.Get("X-Key") != "tok0" {
+		t.Fatalf("applied %d times", len(cred.seen))
+	}
+
+	cred.fail = errors.New("no token")
+	sink = &recordingSink{}
+	n := up.count()
+	res, err = f.runner.Stream(t.Context(), streamCall(t, up.URL, func(p *engine.Policy) { p.Credential = cred }), sink)
+	if err != nil || res.Outcome != engine.OutcomeCredentialsUnavailable || res.HeadSent || up.count() != n ||
+		res.BodyEnd != engine.BodyEndNoResponse || !strings.Contains(res.Error, "credential k unavailable: no token") {
+		t.Fatalf("%v outcome %s head %v sent %d end %s error %q", err, res.Outcome, res.HeadSent, up.count()-n, res.BodyEnd, res.Error)
+	}
+}
