@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,7 +331,9 @@ var leakKinds = []leakKind{
 	{"header", func(dir string) (string, []string) {
 		const v = "LEAK-MARKER-hdr-7f3a91"
 		writeFileAtomicNoT(filepath.Join(dir, "hdr"), v+"\n")
-		return "      api: {kind: header, name: Authorization, prefix: \"Bearer \", value_file: " + filepath.Join(dir, "hdr") + "}\n", []string{v}
+		// A header no default list strips: only the credential's own
+		// Headers keep it off the other origin.
+		return "      api: {kind: header, name: X-Vendor-Token, value_file: " + filepath.Join(dir, "hdr") + "}\n", []string{v}
 	}},
 }
 
@@ -420,7 +423,7 @@ func TestCredentialSecretsNeverLeak(t *testing.T) {
 			record(p.executeCred(t, "", first.URL+"/fail"))
 			record(p.executeCred(t, "", first.URL+"/redirect"))
 			record(p.executeCred(t, "", "http://"+freePort(t)+"/refused"))
-			record(p.executeCred(t, "", first.URL+"/ok", "Authorization", "Bearer caller"))
+			record(p.executeCred(t, "", first.URL+"/ok", "X-Vendor-Token", "caller"))
 			mu.Lock()
 			landed := len(second)
 			mu.Unlock()
@@ -512,5 +515,29 @@ func TestCredentialUnavailableEndToEnd(t *testing.T) {
 	})
 	if health := httpText(t, "http://"+metricsAddr+CredentialsHealthPath); !strings.Contains(health, `"status":"ok"`) {
 		t.Fatalf("health after recovery: %s", health)
+	}
+}
+
+// TestCredentialReloadKeepsLastGood: a reload whose credential names a file
+// that does not exist fails (logged, naming the path) and keeps the last
+// good configuration, credential included.
+func TestCredentialReloadKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token")
+	writeFileAtomic(t, secret, "kept-value\n")
+	up := newHeaderUpstream(t)
+	good := credBrokerConfig("      api: {kind: header, name: X-Api-Key, value_file: "+secret+"}\n",
+		"      default: {credential: api, allow_destinations: [\"127.0.0.1/32\"]}\n")
+	cfg := writeConfig(t, good)
+	p := startProc(t, "--config", cfg)
+	gone := filepath.Join(dir, "missing-token")
+	writeFileAtomic(t, cfg, strings.ReplaceAll(good, secret, gone))
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "reload failure logged", func() bool { return strings.Contains(p.logs.String(), gone) })
+	if _, err := p.executeCred(t, "", up.URL); err != nil || up.last("X-Api-Key") != "kept-value" {
+		t.Fatalf("after the failed reload: %v, upstream saw %q", err, up.last("X-Api-Key"))
+	}
+	if strings.Contains(p.logs.String(), "kept-value") {
+		t.Fatal("the secret reached the logs")
 	}
 }
