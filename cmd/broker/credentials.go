@@ -25,45 +25,69 @@ const CredentialsHealthPath = "/health/credentials"
 // tokenClients gives the credentials' token endpoints their HTTP clients:
 // dialled through the destination guard of the broker's egress clients
 // with the credential's own allow_destinations (nil: the default ranges
-// only), never following redirects. The egress clients are created after
-// the configuration is loaded; a token fetched before (none is) fails.
+// only), never following redirects. Credentials are built (and ask for
+// their client) when the configuration loads, before the egress clients
+// exist: each client's transport finds them when it first sends, and a
+// request before that fails.
 type tokenClients struct {
 	clients atomic.Pointer[egress.Clients]
 	mu      sync.Mutex
-	rules   map[string]*egress.Rules // by allow list, so each keeps its bound client
+	byAllow map[string]*http.Client // one per allow list, keeping its rules' bound client
 }
 
 // client returns the token client for allow.
 func (t *tokenClients) client(allow []string) (*http.Client, error) {
-	c := t.clients.Load()
-	if c == nil {
-		return nil, errors.New("the broker's HTTP clients are not ready yet")
-	}
 	key := strings.Join(allow, ",")
 	t.mu.Lock()
-	r, ok := t.rules[key]
-	if !ok {
-		prefixes := make([]netip.Prefix, 0, len(allow))
-		for _, s := range allow {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				t.mu.Unlock()
-				return nil, err
-			}
-			prefixes = append(prefixes, p)
-		}
-		var err error
-		if r, err = egress.NewRules(egress.RulesConfig{AllowPrefixes: prefixes}); err != nil {
-			t.mu.Unlock()
+	defer t.mu.Unlock()
+	if c, ok := t.byAllow[key]; ok {
+		return c, nil
+	}
+	prefixes := make([]netip.Prefix, 0, len(allow))
+	for _, s := range allow {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
 			return nil, err
 		}
-		if t.rules == nil {
-			t.rules = map[string]*egress.Rules{}
-		}
-		t.rules[key] = r
+		prefixes = append(prefixes, p)
 	}
-	t.mu.Unlock()
-	return c.For(r)
+	rules, err := egress.NewRules(egress.RulesConfig{AllowPrefixes: prefixes})
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{
+		Transport:     &tokenTransport{t: t, rules: rules},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if t.byAllow == nil {
+		t.byAllow = map[string]*http.Client{}
+	}
+	t.byAllow[key] = c
+	return c, nil
+}
+
+// tokenTransport sends through the guarded client of its rules.
+type tokenTransport struct {
+	t     *tokenClients
+	rules *egress.Rules
+}
+
+func (tt *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := tt.t.clients.Load()
+	if c == nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, errors.New("the broker's HTTP clients are not ready yet")
+	}
+	hc, err := c.For(tt.rules)
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	return hc.Transport.RoundTrip(req)
 }
 
 // credentialDeps returns the load option that builds the tenants'

@@ -26,8 +26,12 @@ func TestTokenClients(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	tc := &tokenClients{}
-	if _, err := tc.client(nil); err == nil {
-		t.Fatal("a token client before the broker's clients exist")
+	early, err := tc.client([]string{"127.0.0.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := early.Get(srv.URL + "/token"); err == nil || hits.Load() != 0 {
+		t.Fatalf("a token request before the broker's clients exist: %v", err)
 	}
 	clients := egress.NewClients(egress.ClientConfig{})
 	t.Cleanup(clients.CloseIdleConnections)
@@ -55,8 +59,7 @@ func TestTokenClients(t *testing.T) {
 	if resp.StatusCode != http.StatusFound || hits.Load() != 1 {
 		t.Fatalf("status %d after %d requests; want the 302 itself, not followed", resp.StatusCode, hits.Load())
 	}
-	again, _ := tc.client([]string{"127.0.0.1/32"})
-	if again != allowed {
+	if again, _ := tc.client([]string{"127.0.0.1/32"}); again != allowed || again != early {
 		t.Error("the same allow list built a second client")
 	}
 	if _, err := tc.client([]string{"not-a-cidr"}); err == nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/netip"
 	"os"
 
 	"go.yaml.in/yaml/v3"
@@ -48,7 +50,7 @@ type loadOptions struct {
 // deps returns the credential dependencies of tenant.
 func (o *loadOptions) deps(tenant string) credential.Deps {
 	if o.credDeps == nil {
-		return credential.Deps{Tenant: tenant}
+		return credential.Deps{Tenant: tenant, TokenClient: checkTokenClient}
 	}
 	d := o.credDeps(tenant)
 	d.Tenant = tenant
@@ -57,8 +59,9 @@ func (o *loadOptions) deps(tenant string) credential.Deps {
 
 // WithCredentialDeps sets what the tenants' credentials are built with
 // (credential.New): fn returns the dependencies of one tenant (its token
-// client, observer, clock and logger). Without it a credential gets no
-// token client and observes nothing, which is enough to check a file.
+// client, observer, clock and logger). Without it a credential observes
+// nothing and its token client sends nothing (checkTokenClient), which is
+// enough to check a file.
 func WithCredentialDeps(fn func(tenant string) credential.Deps) LoadOption {
 	return func(o *loadOptions) { o.credDeps = fn }
 }
@@ -348,3 +351,28 @@ func (l *loader) scopePolicy(p *tenant.Policy, hosts map[string]string, sc *scop
 
 // digestOf returns the SHA-256 of data.
 func digestOf(data []byte) [32]byte { return sha256.Sum256(data) }
+
+// checkTokenClient is the token client of a configuration that is only
+// checked (config check, tests): it checks the allowed destinations as the
+// broker's does, and refuses to send anything.
+func checkTokenClient(allow []string) (*http.Client, error) {
+	for _, a := range allow {
+		if _, err := netip.ParsePrefix(a); err != nil {
+			return nil, err
+		}
+	}
+	return &http.Client{
+		Transport:     refuseTransport{},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
+}
+
+// refuseTransport sends nothing.
+type refuseTransport struct{}
+
+func (refuseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return nil, errors.New("a configuration that is only checked sends no token request")
+}
