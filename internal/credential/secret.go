@@ -105,6 +105,13 @@ func (s *secret) get() ([]byte, uint64) {
 	return s.value, s.gen
 }
 
+// unchanged reports whether gen is still the current generation, checking
+// the file when its check is due (as get does).
+func (s *secret) unchanged(gen uint64) bool {
+	_, g := s.get()
+	return g == gen
+}
+
 // text is get as a string with one trailing line ending removed.
 func (s *secret) text() (string, uint64) {
 	v, gen := s.get()

@@ -66,8 +66,14 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 		s.deadline = d
 	}
 	// The total timeout bounds attempts in progress too (a slow upstream
-	// cannot hold the call past it), and so does the drain deadline.
-	s.ctx, s.cancel = context.WithTimeout(ctx, p.TotalTimeout)
+	// cannot hold the call past it), and so does the drain deadline. With a
+	// credential, every attempt's context names it, so that a redirect to
+	// another origin drops every header it set (egress redirectPolicy).
+	cctx := ctx
+	if p.Credential != nil {
+		cctx = credential.WithCredential(ctx, p.Credential)
+	}
+	s.ctx, s.cancel = context.WithTimeout(cctx, p.TotalTimeout)
 	stop := context.AfterFunc(r.drain.hard, s.cancel)
 	cancel := s.cancel
 	s.cancel = func() { stop(); cancel() }
@@ -367,11 +373,8 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 			r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
 		}
 		if p.Credential != nil {
-			// Last: a signature covers the final headers. The request's
-			// context names the credential, so that a redirect to another
-			// origin drops every header it set (egress redirectPolicy).
-			req = req.WithContext(credential.WithCredential(actx, p.Credential))
-			if at.stamp, err = p.Credential.Apply(req.Context(), req, s.cred); err != nil {
+			// Last: a signature covers the final headers.
+			if at.stamp, err = p.Credential.Apply(actx, req, s.cred); err != nil {
 				s.credentialFailed(&at, err)
 				return at, errNotSent
 			}
