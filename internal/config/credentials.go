@@ -337,7 +337,8 @@ func (l *loader) credentialRef(td *tenantDoc, name, path string) (*yaml.Node, st
 }
 
 // credentialName is a policy's credential: the name of one of its
-// tenant's credentials.
+// tenant's credentials, or "" for none (over a shared policy that names
+// one).
 type credentialName = scalar[string, credentialNameKind]
 
 type credentialNameKind struct{}
@@ -347,7 +348,7 @@ func (credentialNameKind) parse(n *yaml.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !ValidName(s) {
+	if s != "" && !ValidName(s) { // "" clears an inherited credential
 		return "", errAt(n, "invalid credential name %s: use 1 to %d characters from A-Z, a-z, 0-9, '.', '_' and '-'", describe(s), MaxNameLength)
 	}
 	return s, nil

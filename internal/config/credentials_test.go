@@ -37,7 +37,7 @@ func TestCredentialsHeaderBound(t *testing.T) {
 	data := "version: 1\npolicies:\n  std: {max_retries: 2, credential: api}\ntenants:\n" +
 		"  - id: t1\n    api_key_sha256: [" + credKeyHash + "]\n" +
 		"    credentials:\n      api: {kind: header, name: authorization, value_file: " + secret + ", prefix: \"Bearer \"}\n" +
-		"    policies:\n      default: {credential: api}\n      shared: std\n      plain: {max_retries: 1}\n" +
+		"    policies:\n      default: {credential: api}\n      shared: std\n      plain: {extends: std, credential: \"\"}\n" +
 		"  - id: t2\n    api_key_sha256: [" + strings.Repeat("ab", 32) + "]\n" +
 		"    credentials:\n      api: {kind: header, name: x-api-key, value_env: T2_KEY, overwrite: true}\n" +
 		"    default_policy: shared\n    policies:\n      shared: std\n"
@@ -49,7 +49,7 @@ func TestCredentialsHeaderBound(t *testing.T) {
 	t1, _ := d.Tenant("t1")
 	t2, _ := d.Tenant("t2")
 	def, shared, plain := t1.Policies["default"], t1.Policies["shared"], t1.Policies["plain"]
-	if def.Credential == nil || def.Credential.Name() != "api" || shared.Credential != def.Credential || plain.Credential != nil {
+	if def.Credential == nil || def.Credential.Name() != "api" || shared.Credential != def.Credential || plain.Credential != nil || plain.MaxRetries != 2 {
 		t.Fatalf("t1 bindings: default %v shared %v plain %v", def.Credential, shared.Credential, plain.Credential)
 	}
 	if got := def.Credential.Headers(); len(got) != 1 || got[0] != "Authorization" || def.Credential.Overwrite() {
