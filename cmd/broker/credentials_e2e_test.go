@@ -321,6 +321,10 @@ func TestCredentialGatesPerCredentialEndToEnd(t *testing.T) {
 type leakKind struct {
 	kind  string
 	creds func(dir string) (yaml string, secrets []string)
+	// unavailable, when set, makes the credential unavailable (its calls
+	// end with OUTCOME_CREDENTIALS_UNAVAILABLE) without changing which
+	// secrets must not leak.
+	unavailable func(dir string)
 }
 
 // leakKinds lists the kinds the secret grep test runs. The coordinator adds
@@ -334,6 +338,9 @@ var leakKinds = []leakKind{
 		// A header no default list strips: only the credential's own
 		// Headers keep it off the other origin.
 		return "      api: {kind: header, name: X-Vendor-Token, value_file: " + filepath.Join(dir, "hdr") + "}\n", []string{v}
+	}, func(dir string) {
+		// The secret with a control character: no header value.
+		writeFileAtomicNoT(filepath.Join(dir, "hdr"), "LEAK-MARKER-hdr-7f3a91\x01\n")
 	}},
 }
 
@@ -424,15 +431,23 @@ func TestCredentialSecretsNeverLeak(t *testing.T) {
 			record(p.executeCred(t, "", first.URL+"/redirect"))
 			record(p.executeCred(t, "", "http://"+freePort(t)+"/refused"))
 			record(p.executeCred(t, "", first.URL+"/ok", "X-Vendor-Token", "caller"))
+			out, err := exec.Command(brokerBin, "config", "check", cfg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("config check: %v\n%s", err, out)
+			}
+			if k.unavailable != nil {
+				k.unavailable(dir)
+				waitUntil(t, 10*time.Second, "credential unavailable", func() bool {
+					res, err := p.executeCred(t, "", first.URL+"/ok")
+					record(res, err)
+					return err == nil && res.GetOutcome() == rbv1.Outcome_OUTCOME_CREDENTIALS_UNAVAILABLE
+				})
+			}
 			mu.Lock()
 			landed := len(second)
 			mu.Unlock()
 			if landed != 1 {
 				t.Fatalf("the other origin received %d requests, want the redirect's 1", landed)
-			}
-			out, err := exec.Command(brokerBin, "config", "check", cfg).CombinedOutput()
-			if err != nil {
-				t.Fatalf("config check: %v\n%s", err, out)
 			}
 			waitUntil(t, 15*time.Second, "spans exported", func() bool { return strings.Contains(col.text(), "retrybroker") })
 
@@ -458,6 +473,9 @@ func TestCredentialSecretsNeverLeak(t *testing.T) {
 			}
 			if strings.Contains(strings.ToLower(sources["other origin"]), "referer") {
 				t.Errorf("the other origin received a Referer: %s", sources["other origin"])
+			}
+			if k.unavailable != nil && !strings.Contains(sources["health/credentials"], `"status":"unavailable"`) {
+				t.Errorf("health does not list the unavailable credential: %s", sources["health/credentials"])
 			}
 			if !strings.Contains(sources["responses"], "OUTCOME_SUCCESS") || !strings.Contains(sources["responses"], "InvalidArgument") {
 				t.Fatalf("the calls did not run as planned:\n%s", sources["responses"])
