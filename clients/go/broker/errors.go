@@ -220,8 +220,9 @@ func (e *TransportError) Error() string {
 // broker ended the call without a final response and the last attempt (if
 // any) was not a transport error: typically a cooldown gate that stays
 // closed longer than the call can wait (OUTCOME_GATE_CLOSED), or pacing
-// that cannot admit a retry within the deadline. RetryAfter says when to
-// try again.
+// that cannot admit a retry within the deadline, or a broker-held
+// credential that could not be had (OUTCOME_CREDENTIALS_UNAVAILABLE: the
+// message ends with the broker's cause). RetryAfter says when to try again.
 type NoResponseError struct {
 	Outcome       Outcome
 	RetryAfter    time.Duration
