@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -261,13 +262,23 @@ func (l *loader) tenantCredentials(td *tenantDoc, tenantID, path string) (map[st
 			continue
 		}
 		sp, allow := e.V.spec(name)
-		deps := l.opts.deps(tenantID)
-		deps.TokenAllow = allow
-		c, err := credential.New(sp, deps)
-		if err != nil {
-			l.addf(e.V.node, fp, "%v", err)
-			ok = false
-			continue
+		key := credentialKey(tenantID, sp, allow)
+		c, kept := l.opts.keep[key]
+		if !kept || key == "" {
+			deps := l.opts.deps(tenantID)
+			deps.TokenAllow = allow
+			var err error
+			if c, err = credential.New(sp, deps); err != nil {
+				l.addf(e.V.node, fp, "%v", err)
+				ok = false
+				continue
+			}
+		}
+		if key != "" {
+			if l.dir.creds == nil {
+				l.dir.creds = map[string]credential.Credential{}
+			}
+			l.dir.creds[key] = c
 		}
 		out[name] = c
 	}
@@ -352,4 +363,18 @@ func (credentialNameKind) parse(n *yaml.Node) (string, error) {
 		return "", errAt(n, "invalid credential name %s: use 1 to %d characters from A-Z, a-z, 0-9, '.', '_' and '-'", describe(s), MaxNameLength)
 	}
 	return s, nil
+}
+
+// credentialKey identifies a credential's configuration: its tenant, and
+// its spec and token-endpoint rules as JSON (maps sorted, no secret: a spec
+// only names where secrets are read from).
+func credentialKey(tenantID string, sp credential.Spec, allow []string) string {
+	b, err := json.Marshal(struct {
+		Spec  credential.Spec
+		Allow []string
+	}{sp, allow})
+	if err != nil {
+		return "" // never kept
+	}
+	return tenantID + "\x00" + string(b)
 }

@@ -156,3 +156,38 @@ func TestCredentialsCheckPrintsNoSecret(t *testing.T) {
 		t.Fatalf("check printed the secret:\n%s", out.String())
 	}
 }
+
+// TestReloadKeepsUnchangedCredentials: a reload keeps each credential
+// whose configuration did not change (the same instance: its cached token
+// and its secret file's state survive), and builds a changed one anew.
+func TestReloadKeepsUnchangedCredentials(t *testing.T) {
+	secret := writeSecret(t, "s")
+	path := filepath.Join(t.TempDir(), "broker.yaml")
+	creds := "    credentials:\n      a: {kind: header, name: X-A, value_file: " + secret + "}\n      b: {kind: header, name: X-B, value_file: " + secret + "}\n"
+	write := func(c string) {
+		if err := os.WriteFile(path+".tmp", []byte(credConfig("", c, "    policies:\n      default: {credential: a}\n")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(creds)
+	h, err := NewHolder(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1, _ := h.Directory().Tenant("t1")
+	a, b := t1.Credentials["a"], t1.Credentials["b"]
+	write(strings.Replace(creds, "name: X-B", "name: X-B2", 1) + "      c: {kind: header, name: X-C, value_file: " + secret + "}\n")
+	if err := h.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	t1, _ = h.Directory().Tenant("t1")
+	if t1.Credentials["a"] != a || t1.Policies["default"].Credential != a {
+		t.Error("an unchanged credential was built anew")
+	}
+	if t1.Credentials["b"] == b || t1.Credentials["b"].Headers()[0] != "X-B2" || t1.Credentials["c"] == nil {
+		t.Error("a changed or new credential was not built")
+	}
+}

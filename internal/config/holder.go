@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +193,10 @@ func (h *Holder) reloadLocked(ifChanged bool) error {
 			return nil
 		}
 	}
-	d, err := Parse(h.path, data, h.loadOpts...)
+	// Credentials whose configuration did not change are kept, with their
+	// tokens and secret files' state; the others are built anew.
+	opts := append(slices.Clone(h.loadOpts), keepCredentials(h.cur.Load()))
+	d, err := Parse(h.path, data, opts...)
 	if err != nil {
 		h.lastSeen = digestOf(data)
 		h.fail(err)

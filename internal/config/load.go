@@ -45,6 +45,10 @@ type LoadOption func(*loadOptions)
 
 type loadOptions struct {
 	credDeps func(tenant string) credential.Deps
+	// keep are the credentials of the configuration being replaced, by
+	// credentialKey: a reload keeps each whose configuration did not
+	// change (its cached token, its secret file's state).
+	keep map[string]credential.Credential
 }
 
 // deps returns the credential dependencies of tenant.
@@ -64,6 +68,16 @@ func (o *loadOptions) deps(tenant string) credential.Deps {
 // enough to check a file.
 func WithCredentialDeps(fn func(tenant string) credential.Deps) LoadOption {
 	return func(o *loadOptions) { o.credDeps = fn }
+}
+
+// keepCredentials makes a reload keep the credentials of old (nil: none)
+// whose configuration did not change.
+func keepCredentials(old *Directory) LoadOption {
+	return func(o *loadOptions) {
+		if old != nil {
+			o.keep = old.creds
+		}
+	}
 }
 
 // Load reads and validates the configuration file at path. An I/O error is
