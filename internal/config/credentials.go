@@ -53,6 +53,7 @@ type credentialDoc struct {
 	Algorithm  *str      `yaml:"algorithm"`
 	KeyID      *str      `yaml:"key_id"`
 	KeyFile    *str      `yaml:"key_file"`
+	KeyEncode  *str      `yaml:"key_encoding"`
 	Label      *str      `yaml:"label"`
 	Components *strs     `yaml:"components"`
 	Tag        *str      `yaml:"tag"`
@@ -67,7 +68,7 @@ var kindKeys = map[credential.Kind][]string{
 		"allow_destinations", "timeout", "expiry_margin", "auth_style",
 	},
 	credential.KindAWSSigV4:      {"region", "service", "access_key_id_file", "secret_access_key_file", "session_token_file", "unsigned_payload"},
-	credential.KindHTTPSignature: {"algorithm", "key_id", "key_file", "label", "components", "tag", "expires"},
+	credential.KindHTTPSignature: {"algorithm", "key_id", "key_file", "key_encoding", "label", "components", "tag", "expires"},
 }
 
 // inlineSecretKeys are the keys a secret would be written under inline,
@@ -224,6 +225,7 @@ func (d *credentialDoc) spec(name string) (credential.Spec, []string) {
 		s := &credential.SignatureSpec{Key: ref(d.KeyFile, nil)}
 		set(&s.Algorithm, d.Algorithm)
 		set(&s.KeyID, d.KeyID)
+		set(&s.KeyEncoding, d.KeyEncode)
 		set(&s.Label, d.Label)
 		set(&s.Tag, d.Tag)
 		set(&s.Expires, d.Expires)

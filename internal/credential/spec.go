@@ -79,6 +79,10 @@ type SignatureSpec struct {
 	// Key: for hmac-sha256 the shared secret's bytes; for ed25519 a PEM
 	// PKCS#8 private key (or a 32-byte seed).
 	Key SecretRef
+	// KeyEncoding is how Key's bytes are read: "" or "raw" (as they are,
+	// nothing trimmed), or "base64" (standard base64 of the key's bytes,
+	// surrounding white space ignored).
+	KeyEncoding string
 	// Label is the signature's label in Signature-Input. Default "sig1".
 	Label string
 	// Components are the covered components, in order. Default
@@ -98,7 +102,9 @@ type Deps struct {
 	// TokenClient returns the HTTP client for a token endpoint: dialled
 	// through the destination guard with the credential's own
 	// allow_destinations (nil: the default ranges only), never following
-	// redirects. Required for oauth2_client_credentials.
+	// redirects. Required for oauth2_client_credentials; aws_sigv4's
+	// default chain sends its STS requests (web identity) through it too,
+	// and without it refuses them.
 	TokenClient func(allow []string) (*http.Client, error)
 	// TokenAllow is the OAuth2 credential's allow_destinations.
 	TokenAllow []string
