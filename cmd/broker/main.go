@@ -175,7 +175,8 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		return errors.New("--admin-token-file protects the admin view on the metrics listener: give --metrics-listen too")
 	}
 	mets := metrics.New()
-	ids, err := loadIdentities(o, mets, logger)
+	tokens := &tokenClients{}
+	ids, err := loadIdentities(o, mets, logger, credentialDeps(tokens, mets, logger))
 	if err != nil {
 		return err
 	}
@@ -218,6 +219,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		MaxIdleConns: o.upstreamMaxIdle, MaxIdleConnsPerHost: o.upstreamMaxIdlePerHost,
 	}, selfGuard...)
 	defer clients.CloseIdleConnections()
+	tokens.clients.Store(clients)
 	runner := engine.NewRunner(st,
 		engine.WithTracer(tp.Tracer("github.com/retrybroker/retrybroker")),
 		engine.WithPropagator(otel.GetTextMapPropagator()),
@@ -248,7 +250,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if o.metricsListen != "" {
 		stopMetrics, err := serveMetrics(o.metricsListen, func(addr net.Addr) http.Handler {
 			warnOpenMetrics(logger, addr, adminTok)
-			return metricsMux(mets.Handler(), st, storeMode, adminTok)
+			return withCredentialsHealth(metricsMux(mets.Handler(), st, storeMode, adminTok), mets)
 		}, logger)
 		if err != nil {
 			return err
@@ -273,7 +275,7 @@ type identities struct {
 }
 
 // loadIdentities loads --config, or builds the dev tenant (loopback only).
-func loadIdentities(o *options, mets *metrics.Metrics, logger *slog.Logger) (identities, error) {
+func loadIdentities(o *options, mets *metrics.Metrics, logger *slog.Logger, load ...config.LoadOption) (identities, error) {
 	allow, err := splitCIDRs(o.allowDestinations)
 	if err != nil {
 		return identities{}, err
@@ -295,7 +297,7 @@ func loadIdentities(o *options, mets *metrics.Metrics, logger *slog.Logger) (ide
 	// A reload replaces every policy (and their clients): return the
 	// parse garbage to the OS then, as at start.
 	ids.holder, err = config.NewHolder(o.configFile, mets.Registerer(), config.WithLogger(logger),
-		config.WithOnReload(func(*config.Directory) { debug.FreeOSMemory() }))
+		config.WithOnReload(func(*config.Directory) { debug.FreeOSMemory() }), config.WithLoadOptions(load...))
 	if err != nil {
 		return ids, err
 	}

@@ -12,8 +12,11 @@ import (
 // It returns nil for a valid file, an error wrapping ErrInvalid for an
 // invalid one, and the I/O error when the file cannot be read. It backs
 // "broker config check FILE".
-func Check(path string, w io.Writer) error {
-	d, err := Load(path)
+//
+// Each credential's secrets are read to check that they exist; no value is
+// ever written.
+func Check(path string, w io.Writer, opts ...LoadOption) error {
+	d, err := Load(path, opts...)
 	if err != nil {
 		var ce *Error
 		if errors.As(err, &ce) {

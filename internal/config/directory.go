@@ -3,6 +3,7 @@ package config
 import (
 	"slices"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -23,6 +24,9 @@ type Directory struct {
 	templates  int
 	hostMap    providers.HostMap
 	catalog    *providers.Catalog
+	// creds are the tenants' credentials by credentialKey, for the next
+	// reload to keep those whose configuration did not change.
+	creds map[string]credential.Credential
 }
 
 // File returns the name the configuration was loaded from.

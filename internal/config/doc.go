@@ -25,9 +25,16 @@
 //	    mtls_identities: ["spiffe://corp/ns/a/sa/x", "CN=team-a"]
 //	    providers: {corp-batch: {extends: corp-api}}  # this tenant's only
 //	    stream: {max_concurrent: 32}                   # streams across its policies, per replica
+//	    credentials:                                   # broker-held; secrets from files or the environment only
+//	      gh: {kind: header, name: Authorization, prefix: "Bearer ", value_file: /run/secrets/gh}
 //	    policies:
 //	      default: standard                            # share a policy by name
 //	      bulk: {extends: standard, max_retries: 5}    # or define one
+//	      api: {extends: standard, credential: gh}     # the broker applies gh on every attempt
+//
+// Credentials (credentials.go) are built with credential.New at load, which
+// reads every secret once, and bound to the policies of their tenant that
+// name them; a reload keeps those whose settings did not change.
 //
 // # Decoding
 //

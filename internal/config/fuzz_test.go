@@ -19,6 +19,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version: 1\npolicies:\n  p: {backoff: {factor: 2}, budget: {disabled: true}, pacing: {rate: 1}}\ntenants:\n  - id: a\n    mtls_identities: [CN=a]\n    policies: {default: p, x: {extends: p, max_request_body: 1KiB}}\n"))
 	f.Add([]byte("version: 1\ntenants: [{id: a, api_key_sha256: [&k x]}, {id: b, api_key_sha256: *k}]\n"))
 	f.Add([]byte("{version: 1, tenants: [{id: a, <<: {x: 1}}]}"))
+	for _, kind := range []string{"header", "oauth2", "sigv4", "http-signature"} {
+		if data, err := os.ReadFile("../../testdata/config/credentials-" + kind + ".yaml"); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("version: 1\ntenants:\n  - id: a\n    mtls_identities: [CN=a]\n    credentials: {c: {kind: header, name: X-K, value_env: RB_FUZZ_UNSET, value: s}}\n    policies: {default: {credential: c}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse("fuzz.yaml", data)
 		if err == nil {

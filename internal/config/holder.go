@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ type Holder struct {
 	signals  <-chan os.Signal
 	debounce time.Duration
 	now      func() time.Time
+	loadOpts []LoadOption
 
 	mu       sync.Mutex // serialises reloads
 	lastSeen [32]byte   // digest of the last file content tried
@@ -50,6 +52,12 @@ func WithLogger(l *slog.Logger) HolderOption {
 			h.logger = l
 		}
 	}
+}
+
+// WithLoadOptions sets the options of every load and reload (for example
+// WithCredentialDeps).
+func WithLoadOptions(opts ...LoadOption) HolderOption {
+	return func(h *Holder) { h.loadOpts = append(h.loadOpts, opts...) }
 }
 
 // WithOnReload calls fn with the new directory after each successful
@@ -129,7 +137,7 @@ func NewHolder(path string, reg prometheus.Registerer, opts ...HolderOption) (*H
 	h.reloads.WithLabelValues("success")
 	h.reloads.WithLabelValues("failure")
 
-	d, err := Load(path)
+	d, err := Load(path, h.loadOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +193,10 @@ func (h *Holder) reloadLocked(ifChanged bool) error {
 			return nil
 		}
 	}
-	d, err := Parse(h.path, data)
+	// Credentials whose configuration did not change are kept, with their
+	// tokens and secret files' state; the others are built anew.
+	opts := append(slices.Clone(h.loadOpts), keepCredentials(h.cur.Load()))
+	d, err := Parse(h.path, data, opts...)
 	if err != nil {
 		h.lastSeen = digestOf(data)
 		h.fail(err)

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/netip"
 	"os"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
@@ -37,21 +40,66 @@ func ValidName(s string) bool {
 	return true
 }
 
+// LoadOption configures Load, Parse and Check.
+type LoadOption func(*loadOptions)
+
+type loadOptions struct {
+	credDeps func(tenant string) credential.Deps
+	// keep are the credentials of the configuration being replaced, by
+	// credentialKey: a reload keeps each whose configuration did not
+	// change (its cached token, its secret file's state).
+	keep map[string]credential.Credential
+}
+
+// deps returns the credential dependencies of tenant.
+func (o *loadOptions) deps(tenant string) credential.Deps {
+	if o.credDeps == nil {
+		return credential.Deps{Tenant: tenant, TokenClient: checkTokenClient}
+	}
+	d := o.credDeps(tenant)
+	d.Tenant = tenant
+	return d
+}
+
+// WithCredentialDeps sets what the tenants' credentials are built with
+// (credential.New): fn returns the dependencies of one tenant (its token
+// client, observer, clock and logger). Without it a credential observes
+// nothing and its token client sends nothing (checkTokenClient), which is
+// enough to check a file.
+func WithCredentialDeps(fn func(tenant string) credential.Deps) LoadOption {
+	return func(o *loadOptions) { o.credDeps = fn }
+}
+
+// keepCredentials makes a reload keep the credentials of old (nil: none)
+// whose configuration did not change.
+func keepCredentials(old *Directory) LoadOption {
+	return func(o *loadOptions) {
+		if old != nil {
+			o.keep = old.creds
+		}
+	}
+}
+
 // Load reads and validates the configuration file at path. An I/O error is
 // returned wrapped; an invalid file gives an *Error listing every problem.
-func Load(path string) (*Directory, error) {
+// Every secret a credential names is read once (a missing file or variable
+// is a problem naming it, never a value).
+func Load(path string, opts ...LoadOption) (*Directory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)
 	}
-	return Parse(path, data)
+	return Parse(path, data, opts...)
 }
 
 // Parse validates configuration data; name is the file name used in
 // problems. It returns an *Error listing every problem when data is not a
 // valid configuration.
-func Parse(name string, data []byte) (*Directory, error) {
+func Parse(name string, data []byte, opts ...LoadOption) (*Directory, error) {
 	l := &loader{file: name, src: source{data: data}}
+	for _, o := range opts {
+		o(&l.opts)
+	}
 	dir := l.parse(data)
 	if len(l.problems) > 0 {
 		sortProblems(l.problems)
@@ -107,6 +155,7 @@ type loader struct {
 	sharedMaps    map[string]map[string]*tenant.Policy
 	dir           *Directory
 	idLines       []int32 // line of each tenant in dir.tenants
+	opts          loadOptions
 }
 
 // addf records a problem at node n (nil for the whole file). Any check may
@@ -316,3 +365,28 @@ func (l *loader) scopePolicy(p *tenant.Policy, hosts map[string]string, sc *scop
 
 // digestOf returns the SHA-256 of data.
 func digestOf(data []byte) [32]byte { return sha256.Sum256(data) }
+
+// checkTokenClient is the token client of a configuration that is only
+// checked (config check, tests): it checks the allowed destinations as the
+// broker's does, and refuses to send anything.
+func checkTokenClient(allow []string) (*http.Client, error) {
+	for _, a := range allow {
+		if _, err := netip.ParsePrefix(a); err != nil {
+			return nil, err
+		}
+	}
+	return &http.Client{
+		Transport:     refuseTransport{},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
+}
+
+// refuseTransport sends nothing.
+type refuseTransport struct{}
+
+func (refuseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return nil, errors.New("a configuration that is only checked sends no token request")
+}

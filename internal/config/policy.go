@@ -69,6 +69,7 @@ type policyDoc struct {
 	MaxRedirects           *intIn[redirectsRange] `yaml:"max_redirects"`
 	GateByCredential       *boolean               `yaml:"gate_by_credential"`
 	FailClosed             *boolean               `yaml:"fail_closed"`
+	Credential             *credentialName        `yaml:"credential"`
 	Budget                 *budgetDoc             `yaml:"budget"`
 	Pacing                 *pacingDoc             `yaml:"pacing"`
 	Learning               *learningDoc           `yaml:"learning"`
@@ -155,6 +156,7 @@ func (d *policyDoc) applyEgress(p *tenant.Policy) {
 	}
 	set(&p.MaxRedirects, d.MaxRedirects)
 	set(&p.GateByCredential, d.GateByCredential)
+	set(&p.CredentialName, d.Credential)
 	set(&p.FailClosed, d.FailClosed)
 }
 

@@ -37,13 +37,14 @@ func (k *apiKeyHashes) UnmarshalYAML(n *yaml.Node) error {
 // so only the fields whose absence means something are pointers.
 type tenantDoc struct {
 	section
-	ID             str           `yaml:"id"`
-	APIKeys        apiKeyHashes  `yaml:"api_key_sha256"`
-	MTLSIdentities identities    `yaml:"mtls_identities"`
-	Providers      *providerDocs `yaml:"providers"`
-	DefaultPolicy  *str          `yaml:"default_policy"`
-	Policies       *policyRefs   `yaml:"policies"`
-	Stream         *tenantStream `yaml:"stream"`
+	ID             str             `yaml:"id"`
+	APIKeys        apiKeyHashes    `yaml:"api_key_sha256"`
+	MTLSIdentities identities      `yaml:"mtls_identities"`
+	Providers      *providerDocs   `yaml:"providers"`
+	DefaultPolicy  *str            `yaml:"default_policy"`
+	Policies       *policyRefs     `yaml:"policies"`
+	Stream         *tenantStream   `yaml:"stream"`
+	Credentials    *credentialDocs `yaml:"credentials"`
 }
 
 // tenantStream is a tenant's own stream limit, across its policies.
@@ -147,6 +148,15 @@ func (l *loader) readTenant(td *tenantDoc, path string) {
 	sc := l.tenantScope(td, path)
 	t.Catalog = sc.cat
 	t.Policies = l.tenantPolicies(td, path, sc)
+	creds, credsOK := l.tenantCredentials(td, t.ID, path)
+	t.Credentials = creds
+	if t.Policies != nil {
+		if !credsOK {
+			t.Policies = nil // a policy may name a broken credential: reported there
+		} else {
+			t.Policies = l.bindCredentials(t.Policies, creds, td, path)
+		}
+	}
 	if td.Stream != nil {
 		set(&t.StreamMaxConcurrent, td.Stream.MaxConcurrent)
 	}

@@ -126,7 +126,8 @@ type Observer interface {
 	// result: "ok" or "error".
 	FileReload(tenant, credential, result string)
 	// Unavailable counts one attempt that was not sent because the
-	// credential could not be had.
+	// credential could not be had. The engine calls it (through its
+	// CredentialObserver), once per attempt not sent; the kinds do not.
 	Unavailable(tenant, credential string)
 }
 
@@ -147,3 +148,19 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // SystemClock is the wall clock.
 var SystemClock Clock = systemClock{}
+
+type ctxKey struct{}
+
+// WithCredential returns ctx carrying c, the credential applied to the
+// request that runs under it: the egress client's redirect policy reads it
+// (FromContext) to drop every header c sets (Credential.Headers) from a
+// hop to another origin. The credential is never re-applied on a hop.
+func WithCredential(ctx context.Context, c Credential) context.Context {
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
+// FromContext returns the credential WithCredential put on ctx, or nil.
+func FromContext(ctx context.Context) Credential {
+	c, _ := ctx.Value(ctxKey{}).(Credential)
+	return c
+}

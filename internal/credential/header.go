@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -15,6 +16,15 @@ type headerCred struct {
 	name, header, prefix string
 	overwrite            bool
 	value                *secret
+	last                 atomic.Pointer[headerValue] // the value of the current generation, made once
+}
+
+// headerValue is the header line of one generation of the secret, as the
+// one-element slice Apply sets (shared by every attempt: the transport
+// only reads it).
+type headerValue struct {
+	gen  uint64
+	line []string
 }
 
 func newHeader(spec Spec, deps Deps) (Credential, error) {
@@ -52,11 +62,17 @@ func (c *headerCred) current() (string, uint64, error) {
 }
 
 func (c *headerCred) Apply(_ context.Context, req *http.Request, _ *Call) (Stamp, error) {
+	if hv := c.last.Load(); hv != nil && c.value.unchanged(hv.gen) {
+		req.Header[c.header] = hv.line
+		return Stamp{Generation: hv.gen}, nil
+	}
 	v, gen, err := c.current()
 	if err != nil {
 		return Stamp{}, err
 	}
-	req.Header[c.header] = []string{v}
+	hv := &headerValue{gen: gen, line: []string{v}}
+	c.last.Store(hv)
+	req.Header[c.header] = hv.line
 	return Stamp{Generation: gen}, nil
 }
 

@@ -105,6 +105,13 @@ func (s *secret) get() ([]byte, uint64) {
 	return s.value, s.gen
 }
 
+// unchanged reports whether gen is still the current generation, checking
+// the file when its check is due (as get does).
+func (s *secret) unchanged(gen uint64) bool {
+	_, g := s.get()
+	return g == gen
+}
+
 // text is get as a string with one trailing line ending removed.
 func (s *secret) text() (string, uint64) {
 	v, gen := s.get()
@@ -125,6 +132,10 @@ func statSecretFile(path string) (fileStamp, error) {
 }
 
 func readSecretFile(path string) ([]byte, fileStamp, error) {
+	// Refused before it is opened: opening a FIFO would block.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fileStamp{}, fmt.Errorf("%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fileStamp{}, err

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/idna"
+
+	"github.com/retrybroker/retrybroker/internal/credential"
 )
 
 // Defaults applied by NewTransport and NewClient to zero ClientConfig
@@ -441,7 +443,9 @@ func (t *Transport) CloseIdleConnections() {
 // plus cfg.SensitiveHeaders) are removed from that hop and every later one,
 // even one back on the first origin. A different port on the same host
 // counts as a different origin (RFC 6454), which is stricter than
-// net/http's own rule.
+// net/http's own rule. Every header of the broker-held credential the
+// request's context names (credential.WithCredential) is removed the same
+// way; the credential is not applied again on any hop.
 func NewClient(cfg ClientConfig) *http.Client {
 	return &http.Client{
 		Transport:     NewTransport(cfg),
@@ -486,6 +490,17 @@ func redirectPolicy(cfg ClientConfig) func(*http.Request, []*http.Request) error
 				for _, h := range sensitive {
 					if strings.EqualFold(k, h) {
 						delete(req.Header, k)
+					}
+				}
+			}
+			// A broker-held credential's headers (a signature, X-Amz-*,
+			// an API key under any name) never cross origins either.
+			if cred := credential.FromContext(req.Context()); cred != nil {
+				for _, h := range cred.Headers() {
+					for k := range req.Header {
+						if strings.EqualFold(k, h) {
+							delete(req.Header, k)
+						}
 					}
 				}
 			}

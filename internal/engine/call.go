@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/store"
 )
@@ -46,6 +48,13 @@ type callState struct {
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
 	hold   *bodyHold    // the call's room in the body budget, once reserved
+
+	// cred is the per-call state of the policy's credential (nil without
+	// one); repeated is the number of attempts repeated because the
+	// upstream rejected the credential (at most 1: they are attempts, not
+	// retries, so max_retries does not count them).
+	cred     *credential.Call
+	repeated int
 }
 
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
@@ -57,8 +66,14 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 		s.deadline = d
 	}
 	// The total timeout bounds attempts in progress too (a slow upstream
-	// cannot hold the call past it), and so does the drain deadline.
-	s.ctx, s.cancel = context.WithTimeout(ctx, p.TotalTimeout)
+	// cannot hold the call past it), and so does the drain deadline. With a
+	// credential, every attempt's context names it, so that a redirect to
+	// another origin drops every header it set (egress redirectPolicy).
+	cctx := ctx
+	if p.Credential != nil {
+		cctx = credential.WithCredential(ctx, p.Credential)
+	}
+	s.ctx, s.cancel = context.WithTimeout(cctx, p.TotalTimeout)
 	stop := context.AfterFunc(r.drain.hard, s.cancel)
 	cancel := s.cancel
 	s.cancel = func() { stop(); cancel() }
@@ -78,6 +93,9 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 		s.maxBody = c.MaxResponseBody
 	}
 	s.gate = c.destination().gateKey(p)
+	if p.Credential != nil {
+		s.cred = credential.NewCall(c.Body)
+	}
 	return s
 }
 
@@ -94,6 +112,7 @@ type attempt struct {
 	a       assessment
 	span    trace.Span
 	cancel  context.CancelFunc // cancels the attempt's context
+	stamp   credential.Stamp   // what the policy's credential put on it
 }
 
 // run is the attempt loop: admit, send, decide, complete, wait.
@@ -109,6 +128,9 @@ func (s *callState) run() (*Result, error) {
 		at, err := s.send(adm)
 		if err != nil {
 			s.res.Attempts = append(s.res.Attempts, at.rec)
+			if err == errNotSent {
+				return s.res, s.callerErr()
+			}
 			return s.res, err
 		}
 		done, err := s.conclude(&at)
@@ -331,22 +353,34 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	}
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, adm.Probe)
 	at.cancel = cancel
-	at.in = Input{Method: c.Method, Attempt: s.n, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
+	// A repeat after a rejected credential is an attempt, not a retry:
+	// the rules count retries (max_retries) without it.
+	at.in = Input{Method: c.Method, Attempt: s.n - s.repeated, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
 
 	at.rec.Start = r.clock.Now()
 	req, err := newRequest(actx, c)
 	var resp *http.Response
 	if err == nil {
 		// Each attempt writes its own headers (attempt number, trace
-		// context) into a copy; with nothing to write it sends the call's
-		// headers as they are (the transport only reads them).
+		// context, credential) into a copy; with nothing to write it sends
+		// the call's headers as they are (the transport only reads them).
 		req.Header = s.header
-		if p.AttemptHeader != "" || trace.SpanContextFromContext(actx).IsValid() {
+		if p.Credential != nil || p.AttemptHeader != "" || trace.SpanContextFromContext(actx).IsValid() {
 			req.Header = s.header.Clone()
 			if p.AttemptHeader != "" {
 				req.Header.Set(p.AttemptHeader, strconv.Itoa(s.n))
 			}
 			r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
+		}
+		if p.Credential != nil {
+			// Last: a signature covers the final headers.
+			if at.stamp, err = p.Credential.Apply(actx, req, s.cred); err != nil {
+				s.credentialFailed(&at, err)
+				return at, errNotSent
+			}
+			if r.credObs != nil {
+				r.credObs.CredentialApplied(c.Tenant, p.Credential.Name())
+			}
 		}
 		resp, err = c.Client.Do(req)
 	}
@@ -379,6 +413,73 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	at.a = r.classifier.assess(p, &at.in, now)
 	at.rec.Decision = at.a.Decision
 	return at, nil
+}
+
+// errNotSent is send's report that the attempt was not sent and the call
+// is over (s.res and the attempt's record filled in).
+var errNotSent = errors.New("engine: attempt not sent")
+
+// callerErr is what a call that ended before sending returns: the
+// caller's cancellation, or nil.
+func (s *callState) callerErr() error {
+	if s.res.Outcome == OutcomeCanceled {
+		return s.caller.Err()
+	}
+	return nil
+}
+
+// credentialFailed ends a call whose attempt could not get its credential
+// (err is an *credential.UnavailableError or the attempt context's end):
+// the attempt is not sent, its admission is given back, and the call ends
+// with OutcomeCredentialsUnavailable, the attempt's record carrying the
+// cause (which never holds a secret), unless the caller canceled or the
+// drain deadline cut it.
+func (s *callState) credentialFailed(at *attempt, err error) {
+	r, name := s.r, s.p.Credential.Name()
+	_ = s.complete(at.adm, store.Observation{}, store.ResultNone, false) // not sent: give it back
+	at.rec.Duration = r.clock.Now().Sub(at.rec.Start)
+	switch {
+	case s.caller.Err() != nil:
+		s.res.Outcome = OutcomeCanceled
+		at.rec.Decision = Decision{Action: ActionDoNotRetry, Reason: ReasonCanceled}
+	case r.drain.hard.Err() != nil:
+		s.res.Outcome = OutcomeShuttingDown
+		at.rec.Decision = Decision{Action: ActionDoNotRetry, Reason: ReasonShuttingDown}
+	default:
+		if !credential.IsUnavailable(err) {
+			err = &credential.UnavailableError{Credential: name, Cause: err}
+		}
+		s.res.Outcome = OutcomeCredentialsUnavailable
+		at.rec.Decision = Decision{Action: ActionDoNotRetry, Reason: ReasonCredentialsUnavailable}
+		at.rec.Error = errorText(err, s.c.URL)
+		if r.credObs != nil {
+			r.credObs.CredentialUnavailable(s.c.Tenant, name, err)
+		}
+		if s.stream != nil {
+			s.stream.errMsg = at.rec.Error
+		}
+	}
+	if at.span.IsRecording() {
+		at.span.SetAttributes(attrErrorType.String("credentials_unavailable"))
+		at.span.SetStatus(codes.Error, "credentials unavailable")
+	}
+	RecordDecision(at.span, at.rec.Decision)
+	at.end()
+}
+
+// credentialRejected reports whether at, a 401 to an attempt that carried
+// the policy's credential, is to be repeated at once with a renewed
+// credential: only the call's first such 401, and only when the
+// credential says it renewed itself (Credential.Rejected).
+func (s *callState) credentialRejected(at *attempt) bool {
+	if s.p.Credential == nil || at.resp == nil || at.resp.StatusCode != http.StatusUnauthorized || s.repeated > 0 {
+		return false
+	}
+	if !s.p.Credential.Rejected(at.stamp) {
+		return false
+	}
+	s.repeated++
+	return true
 }
 
 // newRequest builds an attempt's request from the call's validated URL (not
@@ -430,6 +531,18 @@ func (s *callState) transportFailure(at *attempt, kind TransportError, err error
 // done reports that the call is over.
 func (s *callState) conclude(at *attempt) (done bool, err error) {
 	defer at.end()
+	if s.credentialRejected(at) {
+		// Repeated at once (admitted by the gate as any send), with no
+		// retry spent: the 401 said nothing of the upstream's health.
+		d := Decision{Action: ActionRetry, Reason: ReasonCredentialRejected}
+		at.rec.Decision = d
+		_ = s.complete(at.adm, store.Observation{}, store.ResultNone, false)
+		RecordDecision(at.span, d)
+		s.r.observer.AttemptDone(at.rec.Status, at.rec.Transport, d)
+		_, _ = io.Copy(io.Discard, io.LimitReader(at.resp.Body, s.r.drainLimit))
+		_ = at.resp.Body.Close()
+		return false, nil
+	}
 	final := (*FinalResponse)(nil)
 	if at.resp != nil && at.a.Decision.Action != ActionRetry {
 		final = s.final(at)
@@ -585,6 +698,8 @@ func outcomeOf(d Decision) Outcome {
 		return OutcomeCanceled
 	case ReasonShuttingDown:
 		return OutcomeShuttingDown
+	case ReasonCredentialsUnavailable:
+		return OutcomeCredentialsUnavailable
 	}
 	return OutcomeNotRetryable
 }

@@ -51,6 +51,15 @@ const (
 	ReasonCanceled
 	ReasonBreakerOpen
 	ReasonShuttingDown
+	// ReasonCredentialsUnavailable: the policy's broker-held credential
+	// could not be had for the attempt (token endpoint down, secret file
+	// unreadable); the attempt was not sent.
+	ReasonCredentialsUnavailable
+	// ReasonCredentialRejected: the upstream answered 401 to an attempt
+	// that carried the broker-held credential, which is now renewed; the
+	// attempt is repeated at once, once per call, without counting as a
+	// retry.
+	ReasonCredentialRejected
 )
 
 var reasonNames = [...]string{
@@ -71,6 +80,8 @@ var reasonNames = [...]string{
 	ReasonCanceled:                   "REASON_CANCELED",
 	ReasonBreakerOpen:                "REASON_BREAKER_OPEN",
 	ReasonShuttingDown:               "REASON_SHUTTING_DOWN",
+	ReasonCredentialsUnavailable:     "REASON_CREDENTIALS_UNAVAILABLE",
+	ReasonCredentialRejected:         "REASON_CREDENTIAL_REJECTED",
 }
 
 // Reasons lists every Reason, in order.

@@ -33,6 +33,9 @@ const (
 	OutcomeCanceled
 	OutcomeBreakerOpen
 	OutcomeShuttingDown
+	// OutcomeCredentialsUnavailable: the policy's broker-held credential
+	// could not be had; the attempt was not sent (its record says why).
+	OutcomeCredentialsUnavailable
 )
 
 var outcomeNames = [...]string{
@@ -47,6 +50,8 @@ var outcomeNames = [...]string{
 	OutcomeCanceled:             "canceled",
 	OutcomeBreakerOpen:          "breaker_open",
 	OutcomeShuttingDown:         "shutting_down",
+
+	OutcomeCredentialsUnavailable: "credentials_unavailable",
 }
 
 // String returns a snake_case name, e.g. "gate_closed".
@@ -99,6 +104,16 @@ type Observer interface {
 	BreakerChange(c store.BreakerChange)
 }
 
+// CredentialObserver is what an Observer may also implement to hear of
+// broker-held credentials: CredentialUnavailable for each attempt that was
+// not sent because its credential could not be had (err names the
+// credential and the cause, never a secret), CredentialApplied for each
+// attempt that got its credential. Both must be cheap.
+type CredentialObserver interface {
+	CredentialUnavailable(tenant, credential string, err error)
+	CredentialApplied(tenant, credential string)
+}
+
 // NopObserver is an Observer that does nothing.
 type NopObserver struct{}
 
@@ -147,6 +162,7 @@ type Runner struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	observer   Observer
+	credObs    CredentialObserver // nil: observer does not implement it
 	drainLimit int64
 	hintPeek   int64
 	storeTime  time.Duration
@@ -253,6 +269,7 @@ func NewRunner(st store.Store, opts ...RunnerOption) *Runner {
 	for _, o := range opts {
 		o(r)
 	}
+	r.credObs, _ = r.observer.(CredentialObserver)
 	nb, ok := st.(store.NonBlocking)
 	r.storeBlocks = st != nil && !(ok && nb.NonBlocking())
 	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime, observer: r.observer, storeBlocks: r.storeBlocks}
@@ -380,10 +397,20 @@ type Destination struct {
 	Authorization string
 }
 
+// CredentialGate is the Credential part of the gate key of a policy with
+// a broker-held credential named name: "cred:" + name. Such gates are
+// keyed by the credential, whatever GateByCredential says, so the quota of
+// one key is tracked exactly (and an Authorization fingerprint, which
+// changes with every OAuth2 token or signature, is never used for them).
+func CredentialGate(name string) string { return "cred:" + name }
+
 // gateKey returns the destination's cooldown gate under policy p.
 func (d Destination) gateKey(p *Policy) store.GateKey {
 	k := store.GateKey{Tenant: d.Tenant, Scope: GateScope(d.Provider, d.Host)}
-	if p.GateByCredential {
+	switch {
+	case p.Credential != nil:
+		k.Credential = CredentialGate(p.Credential.Name())
+	case p.GateByCredential:
 		k.Credential = CredentialFingerprint(d.Authorization)
 	}
 	return k

@@ -1,6 +1,8 @@
 // Package metrics exports the broker's Prometheus metrics: attempts,
 // retries, retry delays, hints, probes, calls in flight and parked, and the
-// state of the shared store (degraded, the cause, state changes).
+// state of the shared store (degraded, the cause, state changes), and the
+// broker-held credentials (token fetches and expiry, secret file reloads,
+// attempts not sent for want of a credential).
 package metrics
 
 import (
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/store"
 )
@@ -32,6 +35,7 @@ type Metrics struct {
 	changes    prometheus.Counter
 	registry   *prometheus.Registry
 	statusText [6]string
+	creds      *credentialMetrics
 	// storeDegraded is the last state SetStoreHealth reported.
 	storeDegraded atomic.Bool
 }
@@ -91,10 +95,12 @@ func New() *Metrics {
 			Help: "Changes between shared state and local state (degraded); a fast rise means the shared store flaps.",
 		}),
 		statusText: [6]string{"transport", "1xx", "2xx", "3xx", "4xx", "5xx"},
+		creds:      newCredentialMetrics(),
 	}
 	for _, c := range store.Causes() {
 		m.problem.WithLabelValues(string(c)).Set(0) // every series exists from the start
 	}
+	m.registry.MustRegister(m.creds.collectors()...)
 	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.storeErrs, m.breakers, m.problem, m.changes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -123,8 +129,11 @@ func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Deci
 	if d.Action == engine.ActionRetry {
 		m.retries.Inc()
 		src := "backoff"
-		if d.Reason == engine.ReasonServerHint {
+		switch d.Reason {
+		case engine.ReasonServerHint:
 			src = "hint"
+		case engine.ReasonCredentialRejected:
+			src = "credential" // repeated at once with a renewed credential
 		}
 		m.delays.WithLabelValues(src).Observe(d.Delay.Seconds())
 	}
@@ -210,3 +219,9 @@ func (m *Metrics) SetStoreHealth(h store.Health) {
 		m.problem.WithLabelValues(string(c)).Set(v)
 	}
 }
+
+var (
+	_ engine.Observer           = (*Metrics)(nil)
+	_ engine.CredentialObserver = (*Metrics)(nil)
+	_ credential.Observer       = (*Metrics)(nil)
+)

@@ -82,6 +82,7 @@ func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engin
 	tp, err := s.resolve(t, req.GetPolicy())
 	if err == nil {
 		checkProvider(&v, tp, req.GetProvider())
+		checkCredentialHeaders(&v, tp.Credential, req.GetRequest().GetHeaders())
 	}
 	if verr := v.err(); verr != nil {
 		return nil, "", verr

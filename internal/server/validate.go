@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
@@ -134,5 +137,24 @@ func fieldIndex(list string, i int, field string) string {
 func checkMethod(v *violations, field, m string) {
 	if m != "" && !httpguts.ValidHeaderFieldName(m) {
 		v.add(field, "not a valid HTTP method (RFC 9110 token): %s", describeBadToken(m))
+	}
+}
+
+// checkCredentialHeaders refuses the caller's headers that the policy's
+// broker-held credential sets (names compared canonically), naming the
+// header and the credential, never a value; a credential with overwrite
+// replaces them instead (nothing is refused).
+func checkCredentialHeaders(v *violations, cred credential.Credential, hs []*rbv1.HttpHeader) {
+	if cred == nil || cred.Overwrite() {
+		return
+	}
+	sets := cred.Headers()
+	for i, h := range hs {
+		name := http.CanonicalHeaderKey(h.GetName())
+		if slices.Contains(sets, name) {
+			v.add(fieldIndex("request.headers", i, "name"),
+				"%s is set by the policy's broker-held credential %s and may not be sent (or configure the credential with overwrite: true)",
+				name, quoteName(cred.Name()))
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
@@ -39,6 +40,10 @@ type Policy struct {
 	AllowHosts []string
 	// MaxRedirects is the number of redirects followed; 0 follows none.
 	MaxRedirects int
+	// CredentialName is the policy's credential key: the name of one of
+	// its tenant's Credentials, bound to engine.Policy.Credential when the
+	// tenant is loaded ("" for none).
+	CredentialName string
 
 	// egress is built from the destination fields by Validate.
 	egress *egress.Rules
@@ -85,6 +90,10 @@ type Tenant struct {
 	// largest stream.max_concurrent among its policies (see StreamLimit).
 	// Like every limit, it is per replica: N replicas allow N times as many.
 	StreamMaxConcurrent int
+	// Credentials are the tenant's broker-held credentials by name
+	// (tenants[].credentials); its policies' Credential fields point into
+	// it. Nil for none.
+	Credentials map[string]credential.Credential
 }
 
 // StreamLimit returns the most ExecuteStream calls the tenant may have

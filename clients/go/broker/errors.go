@@ -220,8 +220,9 @@ func (e *TransportError) Error() string {
 // broker ended the call without a final response and the last attempt (if
 // any) was not a transport error: typically a cooldown gate that stays
 // closed longer than the call can wait (OUTCOME_GATE_CLOSED), or pacing
-// that cannot admit a retry within the deadline. RetryAfter says when to
-// try again.
+// that cannot admit a retry within the deadline, or a broker-held
+// credential that could not be had (OUTCOME_CREDENTIALS_UNAVAILABLE: the
+// message ends with the broker's cause). RetryAfter says when to try again.
 type NoResponseError struct {
 	Outcome       Outcome
 	RetryAfter    time.Duration
@@ -236,6 +237,9 @@ func (e *NoResponseError) Error() string {
 		n = len(e.Result.Attempts)
 	}
 	msg := fmt.Sprintf("broker: no response after %d attempt(s) (%s)", n, e.Outcome)
+	if e.Outcome == OutcomeCredentialsUnavailable && n > 0 && e.Result.Attempts[n-1].ErrorMessage != "" {
+		msg += ": " + e.Result.Attempts[n-1].ErrorMessage // names the credential and the cause, never a secret
+	}
 	if e.HasRetryAfter {
 		msg += fmt.Sprintf("; retry after %s", e.RetryAfter)
 	}

@@ -308,3 +308,13 @@ func TestNewRejectsContradictions(t *testing.T) {
 		}
 	}
 }
+
+// TestNoResponseErrorNamesCredentialCause: a call whose broker-held
+// credential could not be had says why in its error.
+func TestNoResponseErrorNamesCredentialCause(t *testing.T) {
+	res := &broker.Result{Outcome: broker.OutcomeCredentialsUnavailable, Attempts: []broker.Attempt{{Number: 1, ErrorMessage: "credential api unavailable: token endpoint answered 503"}}}
+	err := &broker.NoResponseError{Outcome: res.Outcome, Result: res}
+	if got := err.Error(); got != "broker: no response after 1 attempt(s) (OUTCOME_CREDENTIALS_UNAVAILABLE): credential api unavailable: token endpoint answered 503" {
+		t.Fatalf("error %q", got)
+	}
+}

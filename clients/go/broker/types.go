@@ -54,6 +54,8 @@ const (
 	ReasonCanceled                   Reason = "REASON_CANCELED"
 	ReasonBreakerOpen                Reason = "REASON_BREAKER_OPEN"
 	ReasonShuttingDown               Reason = "REASON_SHUTTING_DOWN"
+	ReasonCredentialsUnavailable     Reason = "REASON_CREDENTIALS_UNAVAILABLE"
+	ReasonCredentialRejected         Reason = "REASON_CREDENTIAL_REJECTED"
 )
 
 // Outcome says how an Execute call ended. Its value is the proto enum
@@ -73,6 +75,10 @@ const (
 	OutcomeCanceled             Outcome = "OUTCOME_CANCELED"
 	OutcomeBreakerOpen          Outcome = "OUTCOME_BREAKER_OPEN"
 	OutcomeShuttingDown         Outcome = "OUTCOME_SHUTTING_DOWN"
+	// OutcomeCredentialsUnavailable: the policy's broker-held credential
+	// could not be had; the last attempt was not sent (its ErrorMessage
+	// says why).
+	OutcomeCredentialsUnavailable Outcome = "OUTCOME_CREDENTIALS_UNAVAILABLE"
 )
 
 // TransportErrorKind is the kind of a failure that produced no HTTP

@@ -38,6 +38,7 @@ def test_every_proto_reason_and_outcome_is_a_member() -> None:
     [
         (pb.REASON_BREAKER_OPEN, Reason.BREAKER_OPEN),
         (pb.REASON_SHUTTING_DOWN, Reason.SHUTTING_DOWN),
+        (pb.REASON_CREDENTIALS_UNAVAILABLE, Reason.CREDENTIALS_UNAVAILABLE),
         (pb.REASON_GATE_CLOSED, Reason.GATE_CLOSED),
     ],
 )
@@ -130,6 +131,7 @@ def test_execute_result_body_incomplete_and_new_outcomes() -> None:
     for proto, outcome in [
         (pb.OUTCOME_BREAKER_OPEN, Outcome.BREAKER_OPEN),
         (pb.OUTCOME_SHUTTING_DOWN, Outcome.SHUTTING_DOWN),
+        (pb.OUTCOME_CREDENTIALS_UNAVAILABLE, Outcome.CREDENTIALS_UNAVAILABLE),
     ]:
         msg = pb.ExecuteResponse(outcome=proto)
         msg.retry_after.FromSeconds(30)

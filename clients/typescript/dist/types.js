@@ -25,6 +25,8 @@ export const REASONS = [
     "REASON_CANCELED",
     "REASON_BREAKER_OPEN",
     "REASON_SHUTTING_DOWN",
+    "REASON_CREDENTIALS_UNAVAILABLE",
+    "REASON_CREDENTIAL_REJECTED",
 ];
 /** OUTCOMES lists every Outcome this client knows, as the proto enum names. */
 export const OUTCOMES = [
@@ -39,6 +41,7 @@ export const OUTCOMES = [
     "OUTCOME_CANCELED",
     "OUTCOME_BREAKER_OPEN",
     "OUTCOME_SHUTTING_DOWN",
+    "OUTCOME_CREDENTIALS_UNAVAILABLE",
 ];
 /** TRANSPORT_ERROR_KINDS lists every TransportErrorKind. */
 export const TRANSPORT_ERROR_KINDS = [

@@ -29,6 +29,8 @@ export const REASONS = [
   "REASON_CANCELED",
   "REASON_BREAKER_OPEN",
   "REASON_SHUTTING_DOWN",
+  "REASON_CREDENTIALS_UNAVAILABLE",
+  "REASON_CREDENTIAL_REJECTED",
 ] as const;
 
 /**
@@ -51,6 +53,7 @@ export const OUTCOMES = [
   "OUTCOME_CANCELED",
   "OUTCOME_BREAKER_OPEN",
   "OUTCOME_SHUTTING_DOWN",
+  "OUTCOME_CREDENTIALS_UNAVAILABLE",
 ] as const;
 
 /** Outcome says how an Execute call ended; values are the proto enum names (open, as Reason). */

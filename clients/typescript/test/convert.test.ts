@@ -69,6 +69,7 @@ describe("conversions", () => {
     for (const [pb, name] of [
       [PbReason.BREAKER_OPEN, "REASON_BREAKER_OPEN"],
       [PbReason.SHUTTING_DOWN, "REASON_SHUTTING_DOWN"],
+      [PbReason.CREDENTIALS_UNAVAILABLE, "REASON_CREDENTIALS_UNAVAILABLE"],
     ] as const) {
       const got = decisionOf(create(DecisionSchema, { action: 2, reason: pb }));
       assert.equal(got.reason, name);
@@ -129,6 +130,7 @@ describe("conversions", () => {
     for (const [pb, name] of [
       [PbOutcome.BREAKER_OPEN, "OUTCOME_BREAKER_OPEN"],
       [PbOutcome.SHUTTING_DOWN, "OUTCOME_SHUTTING_DOWN"],
+      [PbOutcome.CREDENTIALS_UNAVAILABLE, "OUTCOME_CREDENTIALS_UNAVAILABLE"],
     ] as const) {
       const res = executeResultOf(create(ExecuteResponseSchema, { outcome: pb, retryAfter: { seconds: 30n } }));
       assert.equal(res.outcome, name);

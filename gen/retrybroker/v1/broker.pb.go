@@ -127,6 +127,17 @@ const (
 	// REASON_SHUTTING_DOWN: do not retry; the broker is shutting down.
 	// Decision.hint, when set, says when the retry was due.
 	Reason_REASON_SHUTTING_DOWN Reason = 16
+	// REASON_CREDENTIALS_UNAVAILABLE: do not retry; the policy's broker-held
+	// credential could not be had (token endpoint down or refusing, secret
+	// file unreadable, no AWS credentials), so the attempt was not sent: its
+	// Attempt has no status and no transport error, and error_message names
+	// the credential and the cause (never a secret).
+	Reason_REASON_CREDENTIALS_UNAVAILABLE Reason = 17
+	// REASON_CREDENTIAL_REJECTED: retry at once; the upstream answered 401
+	// to an attempt that carried the policy's broker-held credential, which
+	// was renewed (an OAuth2 token). Done at most once per call; the repeat
+	// is an attempt but not a retry (max_retries does not count it).
+	Reason_REASON_CREDENTIAL_REJECTED Reason = 18
 )
 
 // Enum value maps for Reason.
@@ -149,6 +160,8 @@ var (
 		14: "REASON_CANCELED",
 		15: "REASON_BREAKER_OPEN",
 		16: "REASON_SHUTTING_DOWN",
+		17: "REASON_CREDENTIALS_UNAVAILABLE",
+		18: "REASON_CREDENTIAL_REJECTED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                   0,
@@ -168,6 +181,8 @@ var (
 		"REASON_CANCELED":                      14,
 		"REASON_BREAKER_OPEN":                  15,
 		"REASON_SHUTTING_DOWN":                 16,
+		"REASON_CREDENTIALS_UNAVAILABLE":       17,
+		"REASON_CREDENTIAL_REJECTED":           18,
 	}
 )
 
@@ -336,6 +351,10 @@ const (
 	// attempts lists what was sent and retry_after, when set, says when the
 	// next attempt was due, so the caller can reschedule.
 	Outcome_OUTCOME_SHUTTING_DOWN Outcome = 10
+	// OUTCOME_CREDENTIALS_UNAVAILABLE: the policy's broker-held credential
+	// could not be had, so the last attempt was not sent; its Attempt's
+	// error_message names the credential and the cause (never a secret).
+	Outcome_OUTCOME_CREDENTIALS_UNAVAILABLE Outcome = 11
 )
 
 // Enum value maps for Outcome.
@@ -352,19 +371,21 @@ var (
 		8:  "OUTCOME_CANCELED",
 		9:  "OUTCOME_BREAKER_OPEN",
 		10: "OUTCOME_SHUTTING_DOWN",
+		11: "OUTCOME_CREDENTIALS_UNAVAILABLE",
 	}
 	Outcome_value = map[string]int32{
-		"OUTCOME_UNSPECIFIED":            0,
-		"OUTCOME_SUCCESS":                1,
-		"OUTCOME_NOT_RETRYABLE":          2,
-		"OUTCOME_ATTEMPTS_EXHAUSTED":     3,
-		"OUTCOME_HINT_EXCEEDS_MAX_DELAY": 4,
-		"OUTCOME_DEADLINE_TOO_SHORT":     5,
-		"OUTCOME_RETRY_BUDGET_EXHAUSTED": 6,
-		"OUTCOME_GATE_CLOSED":            7,
-		"OUTCOME_CANCELED":               8,
-		"OUTCOME_BREAKER_OPEN":           9,
-		"OUTCOME_SHUTTING_DOWN":          10,
+		"OUTCOME_UNSPECIFIED":             0,
+		"OUTCOME_SUCCESS":                 1,
+		"OUTCOME_NOT_RETRYABLE":           2,
+		"OUTCOME_ATTEMPTS_EXHAUSTED":      3,
+		"OUTCOME_HINT_EXCEEDS_MAX_DELAY":  4,
+		"OUTCOME_DEADLINE_TOO_SHORT":      5,
+		"OUTCOME_RETRY_BUDGET_EXHAUSTED":  6,
+		"OUTCOME_GATE_CLOSED":             7,
+		"OUTCOME_CANCELED":                8,
+		"OUTCOME_BREAKER_OPEN":            9,
+		"OUTCOME_SHUTTING_DOWN":           10,
+		"OUTCOME_CREDENTIALS_UNAVAILABLE": 11,
 	}
 )
 
@@ -1165,7 +1186,8 @@ func (x *ExecuteRequest) GetOverrides() *ExecuteOverrides {
 	return nil
 }
 
-// Attempt records one send (or one refused chance to send).
+// Attempt records one send (or one refused chance to send: an attempt
+// whose decision reason is REASON_CREDENTIALS_UNAVAILABLE was not sent).
 type Attempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// number is 1-based.
@@ -1777,7 +1799,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_RETRY\x10\x01\x12\x17\n" +
-	"\x13ACTION_DO_NOT_RETRY\x10\x02*\xf1\x03\n" +
+	"\x13ACTION_DO_NOT_RETRY\x10\x02*\xb5\x04\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REASON_SERVER_HINT\x10\x01\x12\x12\n" +
@@ -1796,7 +1818,9 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x12REASON_GATE_CLOSED\x10\r\x12\x13\n" +
 	"\x0fREASON_CANCELED\x10\x0e\x12\x17\n" +
 	"\x13REASON_BREAKER_OPEN\x10\x0f\x12\x18\n" +
-	"\x14REASON_SHUTTING_DOWN\x10\x10*\xf8\x03\n" +
+	"\x14REASON_SHUTTING_DOWN\x10\x10\x12\"\n" +
+	"\x1eREASON_CREDENTIALS_UNAVAILABLE\x10\x11\x12\x1e\n" +
+	"\x1aREASON_CREDENTIAL_REJECTED\x10\x12*\xf8\x03\n" +
 	"\x0eTransportError\x12\x1f\n" +
 	"\x1bTRANSPORT_ERROR_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"TRANSPORT_ERROR_CONNECTION_REFUSED\x10\x01\x12$\n" +
@@ -1812,7 +1836,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x12\x19\n" +
 	"\x15TRANSPORT_ERROR_OTHER\x10\v\x12#\n" +
 	"\x1fTRANSPORT_ERROR_BODY_INCOMPLETE\x10\f\x12.\n" +
-	"*TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE\x10\r*\xbe\x02\n" +
+	"*TRANSPORT_ERROR_RESPONSE_HEADERS_TOO_LARGE\x10\r*\xe3\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x19\n" +
@@ -1825,7 +1849,8 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x10OUTCOME_CANCELED\x10\b\x12\x18\n" +
 	"\x14OUTCOME_BREAKER_OPEN\x10\t\x12\x19\n" +
 	"\x15OUTCOME_SHUTTING_DOWN\x10\n" +
-	"*\xee\x01\n" +
+	"\x12#\n" +
+	"\x1fOUTCOME_CREDENTIALS_UNAVAILABLE\x10\v*\xee\x01\n" +
 	"\aBodyEnd\x12\x18\n" +
 	"\x14BODY_END_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BODY_END_COMPLETE\x10\x01\x12\x18\n" +

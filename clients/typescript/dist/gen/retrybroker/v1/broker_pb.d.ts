@@ -376,7 +376,8 @@ export type ExecuteRequest = Message<"retrybroker.v1.ExecuteRequest"> & {
  */
 export declare const ExecuteRequestSchema: GenMessage<ExecuteRequest>;
 /**
- * Attempt records one send (or one refused chance to send).
+ * Attempt records one send (or one refused chance to send: an attempt
+ * whose decision reason is REASON_CREDENTIALS_UNAVAILABLE was not sent).
  *
  * @generated from message retrybroker.v1.Attempt
  */
@@ -789,7 +790,26 @@ export declare enum Reason {
      *
      * @generated from enum value: REASON_SHUTTING_DOWN = 16;
      */
-    SHUTTING_DOWN = 16
+    SHUTTING_DOWN = 16,
+    /**
+     * REASON_CREDENTIALS_UNAVAILABLE: do not retry; the policy's broker-held
+     * credential could not be had (token endpoint down or refusing, secret
+     * file unreadable, no AWS credentials), so the attempt was not sent: its
+     * Attempt has no status and no transport error, and error_message names
+     * the credential and the cause (never a secret).
+     *
+     * @generated from enum value: REASON_CREDENTIALS_UNAVAILABLE = 17;
+     */
+    CREDENTIALS_UNAVAILABLE = 17,
+    /**
+     * REASON_CREDENTIAL_REJECTED: retry at once; the upstream answered 401
+     * to an attempt that carried the policy's broker-held credential, which
+     * was renewed (an OAuth2 token). Done at most once per call; the repeat
+     * is an attempt but not a retry (max_retries does not count it).
+     *
+     * @generated from enum value: REASON_CREDENTIAL_REJECTED = 18;
+     */
+    CREDENTIAL_REJECTED = 18
 }
 /**
  * Describes the enum retrybroker.v1.Reason.
@@ -976,7 +996,15 @@ export declare enum Outcome {
      *
      * @generated from enum value: OUTCOME_SHUTTING_DOWN = 10;
      */
-    SHUTTING_DOWN = 10
+    SHUTTING_DOWN = 10,
+    /**
+     * OUTCOME_CREDENTIALS_UNAVAILABLE: the policy's broker-held credential
+     * could not be had, so the last attempt was not sent; its Attempt's
+     * error_message names the credential and the cause (never a secret).
+     *
+     * @generated from enum value: OUTCOME_CREDENTIALS_UNAVAILABLE = 11;
+     */
+    CREDENTIALS_UNAVAILABLE = 11
 }
 /**
  * Describes the enum retrybroker.v1.Outcome.

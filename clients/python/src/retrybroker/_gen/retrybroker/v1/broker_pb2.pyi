@@ -36,6 +36,8 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_CANCELED: _ClassVar[Reason]
     REASON_BREAKER_OPEN: _ClassVar[Reason]
     REASON_SHUTTING_DOWN: _ClassVar[Reason]
+    REASON_CREDENTIALS_UNAVAILABLE: _ClassVar[Reason]
+    REASON_CREDENTIAL_REJECTED: _ClassVar[Reason]
 
 class TransportError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -67,6 +69,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_CANCELED: _ClassVar[Outcome]
     OUTCOME_BREAKER_OPEN: _ClassVar[Outcome]
     OUTCOME_SHUTTING_DOWN: _ClassVar[Outcome]
+    OUTCOME_CREDENTIALS_UNAVAILABLE: _ClassVar[Outcome]
 
 class BodyEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -99,6 +102,8 @@ REASON_GATE_CLOSED: Reason
 REASON_CANCELED: Reason
 REASON_BREAKER_OPEN: Reason
 REASON_SHUTTING_DOWN: Reason
+REASON_CREDENTIALS_UNAVAILABLE: Reason
+REASON_CREDENTIAL_REJECTED: Reason
 TRANSPORT_ERROR_UNSPECIFIED: TransportError
 TRANSPORT_ERROR_CONNECTION_REFUSED: TransportError
 TRANSPORT_ERROR_CONNECTION_RESET: TransportError
@@ -124,6 +129,7 @@ OUTCOME_GATE_CLOSED: Outcome
 OUTCOME_CANCELED: Outcome
 OUTCOME_BREAKER_OPEN: Outcome
 OUTCOME_SHUTTING_DOWN: Outcome
+OUTCOME_CREDENTIALS_UNAVAILABLE: Outcome
 BODY_END_UNSPECIFIED: BodyEnd
 BODY_END_COMPLETE: BodyEnd
 BODY_END_NO_RESPONSE: BodyEnd

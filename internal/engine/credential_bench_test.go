@@ -1,0 +1,65 @@
+package engine_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/retrybroker/retrybroker/internal/credential"
+	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/store/memstore"
+)
+
+// BenchmarkRunCredential runs Execute calls against a loopback upstream at
+// concurrency 16, side by side: "caller" sends its own Authorization
+// header, "header" has the broker apply the same header from a file (the
+// target: header ≥ 97% of caller's throughput: the same bytes on the
+// wire), and "none" sends no credential at all (one header less on the
+// wire, client and server alike). Compare the ns/op of one run.
+func BenchmarkRunCredential(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	b.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL + "/v1/x")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.Cleanup(client.CloseIdleConnections)
+	path := filepath.Join(b.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("bench-secret\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cred, err := credential.New(credential.Spec{Name: "api", Kind: credential.KindHeader, Header: &credential.HeaderSpec{
+		Name: "Authorization", Prefix: "Bearer ", Value: credential.SecretRef{File: path},
+	}}, credential.Deps{Tenant: "t1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := engine.NewRunner(memstore.New())
+	for _, c := range []struct {
+		name   string
+		cred   credential.Credential
+		header http.Header
+	}{{"caller", nil, http.Header{"Authorization": {"Bearer bench-secret"}}}, {"header", cred, http.Header{}}, {"none", nil, http.Header{}}} {
+		p := mustPolicy(b, func(p *engine.Policy) { p.Credential = c.cred })
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					call := &engine.Call{
+						Policy: p, Method: "GET", URL: u, Header: c.header, RedactedURL: up.URL,
+						Client: client, Classify: egress.Classify, Tenant: "t1",
+					}
+					res, err := r.Run(b.Context(), call)
+					if err != nil || res.Outcome != engine.OutcomeSuccess {
+						b.Errorf("%v %v", err, res.Outcome)
+						return
+					}
+				}
+			})
+		})
+	}
+}
