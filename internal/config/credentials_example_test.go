@@ -9,15 +9,13 @@ import (
 	"testing"
 )
 
-// exampleKindsBuilt says which credential kinds are built in this tree:
-// the example of a kind that is not yet refuses to load (its placeholder
-// says "not built yet"). Set a kind to true once it is merged; every entry
-// must end up true.
+// exampleKindsBuilt lists the example configuration of every kind
+// (testdata/config/credentials-KIND.yaml); each must load.
 var exampleKindsBuilt = map[string]bool{
 	"header":         true,
-	"oauth2":         false, // enable after merging internal/credential/oauth2.go
-	"sigv4":          false, // enable after merging internal/credential/sigv4.go
-	"http-signature": false, // enable after merging internal/credential/httpsig.go
+	"oauth2":         true,
+	"sigv4":          true,
+	"http-signature": true,
 }
 
 var (
@@ -30,11 +28,8 @@ var (
 // with its secret files mounted under a temporary directory (the examples
 // name /var/run/secrets/...) and its variables set.
 func TestCredentialExamples(t *testing.T) {
-	for kind, built := range exampleKindsBuilt {
+	for kind := range exampleKindsBuilt {
 		t.Run(kind, func(t *testing.T) {
-			if !built {
-				t.Skipf("kind %s is not merged yet: set exampleKindsBuilt[%q] = true after merging", kind, kind)
-			}
 			data, err := os.ReadFile("../../testdata/config/credentials-" + kind + ".yaml")
 			if err != nil {
 				t.Fatal(err)
