@@ -13,7 +13,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all tools deps redis run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools deps redis chromium run build generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
@@ -33,8 +33,17 @@ redis:
 	fi
 	@redis-server --version
 
+## chromium: install Debian's chromium (the admin page's browser test) when it is missing
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  echo "installing chromium from Debian's packages"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@chromium --version
+
 ## deps: everything the tests need
-deps: tools redis
+deps: tools redis chromium
 
 ## build: build the broker binary into ./bin/broker
 build:
