@@ -73,7 +73,7 @@ async function refresh() {
       cell(tr, when(g.breaker_open_until));
       cell(tr, String(g.in_flight));
       cell(tr, g.announced_quota ? g.announced_quota.remaining + " until " + g.announced_quota.reset : "");
-      cell(tr, g.learning && g.learning.learned_quota !== undefined ? String(g.learning.learned_quota) : (g.learning ? "learning" : ""));
+      cell(tr, g.learning && g.learning.learned_quota !== undefined ? String(g.learning.learned_quota) : (g.learning ? "not learned yet" : ""));
       cell(tr, g.probe_in_flight ? "yes" : "");
       rows.appendChild(tr);
     }
