@@ -9,6 +9,7 @@ export GOFLAGS := -buildvcs=false
 
 ARGS ?=
 LISTEN ?= 127.0.0.1:50051
+ADMIN_LISTEN ?= 127.0.0.1:9091
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
@@ -49,9 +50,9 @@ deps: tools redis chromium
 build:
 	$(GO) build -o $(BIN)/broker ./cmd/broker
 
-## run: start the broker on its embedded default (memory store, dev tenant, loopback only)
+## run: start the broker on its embedded default (memory store, dev tenant, loopback only), the admin view on $(ADMIN_LISTEN)
 run:
-	$(GO) run ./cmd/broker --listen $(LISTEN) --reflection $(ARGS)
+	$(GO) run ./cmd/broker --listen $(LISTEN) --admin-listen $(ADMIN_LISTEN) --reflection $(ARGS)
 
 ## generate: regenerate gen/ (Go), the Python and TypeScript stubs from proto/ with pinned local plugins,
 ## and docs/providers.md from the built-in provider catalog
