@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -75,7 +76,20 @@ type handler struct {
 	tokens  cipher.AEAD // seals page tokens: they carry gate positions
 	page    pageAssets
 	mux     *http.ServeMux
+	// reads holds a slot per store read in progress (MaxStoreReads).
+	reads chan struct{}
 }
+
+// Bounds of the work the admin view asks of the store.
+const (
+	// MaxStoreReads is how many admin requests may read the store at once
+	// (a listing reads a tenant's whole gate index); one more answers 503
+	// with Retry-After: 1.
+	MaxStoreReads = 4
+	// StoreTimeout bounds each admin request's store reads; past it the
+	// answer is 503.
+	StoreTimeout = 5 * time.Second
+)
 
 // New returns the admin view's handler over st and tenants. Every path is
 // behind the guard (see WithToken): the peer is checked (or the token)
@@ -98,7 +112,7 @@ func New(st store.Store, tenants Tenants, opts ...Option) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{st: st, tenants: tenants, opts: o, tokens: aead, page: newPageAssets(), mux: http.NewServeMux()}
+	h := &handler{st: st, tenants: tenants, opts: o, tokens: aead, page: newPageAssets(), mux: http.NewServeMux(), reads: make(chan struct{}, MaxStoreReads)}
 	h.mux.HandleFunc(PagePath, h.servePage)
 	h.mux.HandleFunc(GatesPath, h.serveGates)
 	h.mux.HandleFunc(GatePath, h.serveGate)
@@ -139,6 +153,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// storeRead runs read with a slot of h.reads and a context bounded by
+// StoreTimeout, answering 503 when every slot is taken.
+func (h *handler) storeRead(w http.ResponseWriter, r *http.Request, read func(ctx context.Context) error) {
+	select {
+	case h.reads <- struct{}{}:
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "the admin view is busy with other reads of the store; try again")
+		return
+	}
+	defer func() { <-h.reads }()
+	ctx, cancel := context.WithTimeout(r.Context(), StoreTimeout)
+	defer cancel()
+	if err := read(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "the store did not answer")
+	}
 }
 
 // LoopbackPeer reports whether remoteAddr (host:port, as net/http sets it)

@@ -351,3 +351,60 @@ func TestCatalog(t *testing.T) {
 		t.Fatalf("catalog %+v lacks github's readers", c)
 	}
 }
+
+// blockingStore is a memory store whose listings wait for release, or
+// fail.
+type blockingStore struct {
+	*memstore.Store
+	entered chan struct{}
+	release chan struct{}
+	fail    bool
+}
+
+func (b *blockingStore) ListGates(ctx context.Context, req store.ListGatesRequest) (store.GatePage, error) {
+	if b.fail {
+		return store.GatePage{}, fmt.Errorf("redis: connection refused to 10.1.2.3:6379")
+	}
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return store.GatePage{}, ctx.Err()
+	}
+	return b.Store.ListGates(ctx, req)
+}
+
+// TestStoreReadsAreBounded: at most MaxStoreReads requests read the store
+// at once; one more is a 503 with Retry-After, at once. A store error is a
+// 503 that names nothing of the store.
+func TestStoreReadsAreBounded(t *testing.T) {
+	bs := &blockingStore{Store: memstore.New(), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	defer bs.Close()
+	h, err := admin.New(bs, tenants{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, admin.MaxStoreReads)
+	for range admin.MaxStoreReads {
+		go func() { done <- do(h, http.MethodGet, admin.GatesPath+"?tenant=acme", local, "").Code }()
+		<-bs.entered
+	}
+	w := do(h, http.MethodGet, admin.GatesPath+"?tenant=acme", local, "")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("one read past the bound = %d (Retry-After %q), want 503", w.Code, w.Header().Get("Retry-After"))
+	}
+	close(bs.release)
+	for range admin.MaxStoreReads {
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("a read within the bound = %d", code)
+		}
+	}
+	if w := do(h, http.MethodGet, admin.GatesPath+"?tenant=acme", local, ""); w.Code != http.StatusOK {
+		t.Fatalf("after the reads ended = %d", w.Code)
+	}
+	bs.fail = true
+	w = do(h, http.MethodGet, admin.GatesPath+"?tenant=acme", local, "")
+	if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "10.1.2.3") {
+		t.Fatalf("a store error = %d %s", w.Code, w.Body.String())
+	}
+}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -226,19 +227,21 @@ func (h *handler) serveGates(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "this store cannot list gates")
 		return
 	}
-	page, err := lister.ListGates(r.Context(), store.ListGatesRequest{Tenant: tenant, After: after, Limit: size, Match: match, Now: h.opts.now()})
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "the store did not answer")
-		return
-	}
-	out := GatesJSON{Tenant: tenant, State: state, Gates: make([]GateJSON, 0, len(page.Gates))}
-	for _, g := range page.Gates {
-		out.Gates = append(out.Gates, gateJSON(g.Key, g.Info))
-	}
-	if page.Next != "" {
-		out.NextPageToken = h.sealToken(page.Next, tenant, state)
-	}
-	writeJSON(w, http.StatusOK, out)
+	h.storeRead(w, r, func(ctx context.Context) error {
+		page, err := lister.ListGates(ctx, store.ListGatesRequest{Tenant: tenant, After: after, Limit: size, Match: match, Now: h.opts.now()})
+		if err != nil {
+			return err
+		}
+		out := GatesJSON{Tenant: tenant, State: state, Gates: make([]GateJSON, 0, len(page.Gates))}
+		for _, g := range page.Gates {
+			out.Gates = append(out.Gates, gateJSON(g.Key, g.Info))
+		}
+		if page.Next != "" {
+			out.NextPageToken = h.sealToken(page.Next, tenant, state)
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
 }
 
 // sealToken seals a store position into a page token for tenant's listing
@@ -292,12 +295,14 @@ func (h *handler) serveGate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := store.GateKey{Tenant: tenant, Scope: engine.GateScope(provider, host), Credential: q["credential"]}
-	info, err := in.InspectGate(r.Context(), key, h.opts.now())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "the store did not answer")
-		return
-	}
-	writeJSON(w, http.StatusOK, gateJSON(key, info))
+	h.storeRead(w, r, func(ctx context.Context) error {
+		info, err := in.InspectGate(ctx, key, h.opts.now())
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, gateJSON(key, info))
+		return nil
+	})
 }
 
 // CatalogJSON is a tenant's loaded provider catalog.
