@@ -27,9 +27,11 @@ func loadAdminToken(path string) (admin.Token, error) {
 }
 
 // checkAdminListen refuses an admin listener that would answer others
-// without a token: a non-loopback --admin-listen needs one, and a token
-// without an admin listener protects nothing.
-func checkAdminListen(addr string, tok admin.Token) error {
+// without a token: a non-loopback --admin-listen needs one (tok, from
+// --admin-token-file, or configured of the configuration's
+// admin.token_sha256), and a token file without an admin listener
+// protects nothing.
+func checkAdminListen(addr string, tok admin.Token, configured int) error {
 	if addr == "" {
 		if tok.Set() {
 			return errors.New("--admin-token-file protects the admin listener: give --admin-listen too")
@@ -42,10 +44,24 @@ func checkAdminListen(addr string, tok admin.Token) error {
 	}
 	ip, err := netip.ParseAddr(host)
 	loopback := host == "localhost" || err == nil && ip.Unmap().IsLoopback()
-	if !loopback && !tok.Set() {
-		return fmt.Errorf("refusing --admin-listen %q without an admin token: off loopback, the admin view needs --admin-token-file (the SHA-256 of the token)", addr)
+	if !loopback && !tok.Set() && configured == 0 {
+		return fmt.Errorf("refusing --admin-listen %q without an admin token: off loopback, the admin view needs admin.token_sha256 in the configuration or --admin-token-file (the SHA-256 of the token)", addr)
 	}
 	return nil
+}
+
+// configTokens returns the admin tokens of the configuration in use
+// (none without one).
+func configTokens(ids identities) []admin.Token {
+	if ids.holder == nil {
+		return nil
+	}
+	hashes := ids.holder.Directory().AdminTokenHashes()
+	out := make([]admin.Token, len(hashes))
+	for i, h := range hashes {
+		out[i] = admin.TokenFromHash(h)
+	}
+	return out
 }
 
 // adminTenants is the configuration as the admin view reads it: the
@@ -85,7 +101,8 @@ func (a adminTenants) Catalog(id string) (*providers.Catalog, bool) {
 // serveAdmin serves the admin view (internal/admin) on its own listener
 // at addr; the returned function stops it.
 func serveAdmin(addr string, st store.Store, ids identities, tok admin.Token, logger *slog.Logger) (func(), error) {
-	h, err := admin.New(st, adminTenants{ids}, admin.WithToken(tok))
+	h, err := admin.New(st, adminTenants{ids}, admin.WithToken(tok),
+		admin.WithTokens(func() []admin.Token { return configTokens(ids) }))
 	if err != nil {
 		return nil, fmt.Errorf("admin view: %w", err)
 	}

@@ -98,3 +98,34 @@ func TestAdminOnARealListener(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminTokenFromConfig (issue 21): the configuration's
+// admin.token_sha256 opens the admin listener to the token's holder, as
+// --admin-token-file does, and lists the configuration's tenants only.
+func TestAdminTokenFromConfig(t *testing.T) {
+	sum := sha256.Sum256([]byte(adminTestToken))
+	key := sha256.Sum256([]byte("team-a-key"))
+	cfg := filepath.Join(t.TempDir(), "broker.yaml")
+	body := "version: 1\ntenants:\n  - id: team-a\n    api_key_sha256: [\"" + hex.EncodeToString(key[:]) + "\"]\n" +
+		"admin:\n  token_sha256: [\"" + hex.EncodeToString(sum[:]) + "\"]\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminAddr := freePort(t)
+	startProc(t, "--config", cfg, "--admin-listen", adminAddr)
+	base := "http://" + adminAddr
+	for _, tc := range []struct {
+		path, auth string
+		want       int
+	}{
+		{admin.GatesPath + "?tenant=team-a", "", http.StatusUnauthorized},
+		{admin.GatesPath + "?tenant=team-a", "Bearer " + adminTestToken, http.StatusOK},
+		{admin.GatesPath + "?tenant=dev", "Bearer " + adminTestToken, http.StatusNotFound},
+		{admin.CatalogPath + "?tenant=team-a", "Bearer " + adminTestToken, http.StatusOK},
+		{admin.PprofPath, "", http.StatusUnauthorized},
+	} {
+		if code := adminDo(t, http.MethodGet, base+tc.path, tc.auth); code != tc.want {
+			t.Errorf("GET %s with %q = %d, want %d", tc.path, tc.auth, code, tc.want)
+		}
+	}
+}

@@ -47,23 +47,25 @@ func TestMetricsListenerHasNoAdmin(t *testing.T) {
 func TestCheckAdminListen(t *testing.T) {
 	tok := adminTestHash()
 	for _, tc := range []struct {
-		addr string
-		tok  admin.Token
-		ok   bool
+		addr       string
+		tok        admin.Token
+		configured int
+		ok         bool
 	}{
-		{"", admin.Token{}, true},
-		{"", tok, false},
-		{"127.0.0.1:9091", admin.Token{}, true},
-		{"[::1]:9091", admin.Token{}, true},
-		{"localhost:9091", admin.Token{}, true},
-		{"0.0.0.0:9091", admin.Token{}, false},
-		{":9091", admin.Token{}, false},
-		{"10.0.0.1:9091", admin.Token{}, false},
-		{"0.0.0.0:9091", tok, true},
-		{"nonsense", tok, false},
+		{"", admin.Token{}, 0, true},
+		{"", tok, 0, false},
+		{"127.0.0.1:9091", admin.Token{}, 0, true},
+		{"[::1]:9091", admin.Token{}, 0, true},
+		{"localhost:9091", admin.Token{}, 0, true},
+		{"0.0.0.0:9091", admin.Token{}, 0, false},
+		{":9091", admin.Token{}, 0, false},
+		{"10.0.0.1:9091", admin.Token{}, 0, false},
+		{"0.0.0.0:9091", tok, 0, true},
+		{"nonsense", tok, 0, false},
+		{"0.0.0.0:9091", admin.Token{}, 1, true}, // the configuration's admin.token_sha256
 	} {
-		if err := checkAdminListen(tc.addr, tc.tok); (err == nil) != tc.ok {
-			t.Errorf("checkAdminListen(%q, token %v) = %v", tc.addr, tc.tok.Set(), err)
+		if err := checkAdminListen(tc.addr, tc.tok, tc.configured); (err == nil) != tc.ok {
+			t.Errorf("checkAdminListen(%q, token %v, %d configured) = %v", tc.addr, tc.tok.Set(), tc.configured, err)
 		}
 	}
 }

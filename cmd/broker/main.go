@@ -161,12 +161,12 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	if err := checkAdminListen(o.adminListen, adminTok); err != nil {
-		return err
-	}
 	mets := metrics.New()
 	ids, err := loadIdentities(o, mets, logger)
 	if err != nil {
+		return err
+	}
+	if err := checkAdminListen(o.adminListen, adminTok, len(configTokens(ids))); err != nil {
 		return err
 	}
 	var creds credentials.TransportCredentials

@@ -55,15 +55,43 @@ type Tenants interface {
 type Option func(*options)
 
 type options struct {
-	token Token
-	now   func() time.Time
+	token  Token
+	tokens func() []Token
+	now    func() time.Time
 }
 
 // WithToken makes every request, from any peer (loopback included), need
 // "Authorization: Bearer TOKEN" whose SHA-256 is t's (401 otherwise);
-// without it (or with the zero Token) only loopback peers are served (403
-// otherwise).
+// without a token (WithToken with the zero Token, and WithTokens giving
+// none) only loopback peers are served (403 otherwise).
 func WithToken(t Token) Option { return func(o *options) { o.token = t } }
+
+// WithTokens adds tokens read on every request (the configuration's
+// admin.token_sha256, which a reload may change): any of them, or
+// WithToken's, opens the view as WithToken does.
+func WithTokens(tokens func() []Token) Option { return func(o *options) { o.tokens = tokens } }
+
+// authorized reports whether r may pass the guard, and the status to
+// answer when not (401 or 403).
+func (o *options) authorized(r *http.Request) (bool, int) {
+	var dynamic []Token
+	if o.tokens != nil {
+		dynamic = o.tokens()
+	}
+	if !o.token.Set() && len(dynamic) == 0 {
+		return LoopbackPeer(r.RemoteAddr), http.StatusForbidden
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false, http.StatusUnauthorized
+	}
+	tok = strings.TrimSpace(tok)
+	match := o.token.matches(tok)
+	for _, t := range dynamic {
+		match = t.matches(tok) || match // every hash compared, in constant time each
+	}
+	return match, http.StatusUnauthorized
+}
 
 // WithClock sets the clock state is read at (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -136,15 +164,13 @@ func New(st store.Store, tenants Tenants, opts ...Option) (http.Handler, error) 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if h.opts.token.Set() {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !h.opts.token.matches(strings.TrimSpace(tok)) {
+	if ok, code := h.opts.authorized(r); !ok {
+		if code == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="retrybroker admin"`)
-			writeError(w, http.StatusUnauthorized, "the admin view needs the admin token: Authorization: Bearer TOKEN")
+			writeError(w, code, "the admin view needs the admin token: Authorization: Bearer TOKEN")
 			return
 		}
-	} else if !LoopbackPeer(r.RemoteAddr) {
-		writeError(w, http.StatusForbidden, "the admin view answers loopback peers only; set an admin token to open it to others")
+		writeError(w, code, "the admin view answers loopback peers only; set an admin token to open it to others")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

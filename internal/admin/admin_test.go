@@ -408,3 +408,32 @@ func TestStoreReadsAreBounded(t *testing.T) {
 		t.Fatalf("a store error = %d %s", w.Code, w.Body.String())
 	}
 }
+
+// TestGuardTokensFromConfig: tokens read on every request (the
+// configuration's, which a reload changes) open the view as a token file
+// does; once none is left, the view is loopback-only again.
+func TestGuardTokensFromConfig(t *testing.T) {
+	var current []admin.Token
+	h, _ := newAdmin(t, admin.WithTokens(func() []admin.Token { return current }))
+	if w := do(h, http.MethodGet, admin.TenantsPath, "10.0.0.1:1", ""); w.Code != http.StatusForbidden {
+		t.Fatalf("no token, remote = %d, want 403", w.Code)
+	}
+	current = []admin.Token{admin.TokenFromHash(sha256.Sum256([]byte("other"))), admin.TokenFromHash(sha256.Sum256([]byte(testToken)))}
+	for _, tc := range []struct {
+		remote, auth string
+		want         int
+	}{
+		{"10.0.0.1:1", "Bearer " + testToken, http.StatusOK},
+		{"10.0.0.1:1", "Bearer other", http.StatusOK},
+		{local, "", http.StatusUnauthorized},
+		{"10.0.0.1:1", "Bearer nope", http.StatusUnauthorized},
+	} {
+		if w := do(h, http.MethodGet, admin.TenantsPath, tc.remote, tc.auth); w.Code != tc.want {
+			t.Errorf("from %s with %q = %d, want %d", tc.remote, tc.auth, w.Code, tc.want)
+		}
+	}
+	current = nil
+	if w := do(h, http.MethodGet, admin.TenantsPath, "10.0.0.1:1", "Bearer "+testToken); w.Code != http.StatusForbidden {
+		t.Fatalf("after the tokens left, remote = %d, want 403", w.Code)
+	}
+}

@@ -23,6 +23,7 @@ type Directory struct {
 	templates  int
 	hostMap    providers.HostMap
 	catalog    *providers.Catalog
+	admin      [][32]byte // admin.token_sha256
 }
 
 // File returns the name the configuration was loaded from.

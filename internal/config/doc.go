@@ -28,6 +28,8 @@
 //	    policies:
 //	      default: standard                            # share a policy by name
 //	      bulk: {extends: standard, max_retries: 5}    # or define one
+//	admin:
+//	  token_sha256: ["<64 hex digits>"]              # the admin view's tokens, hashed
 //
 // # Decoding
 //
