@@ -16,9 +16,9 @@ var _ store.GateLister = (*Store)(nil)
 // listChunk is how many gates one inspectManyScript call reads.
 const listChunk = 256
 
-// ListGates implements store.GateLister from the tenant's gate index: one
-// ZRANGE of its members (at most the gate bound, see
-// [WithMaxGatesPerTenant]), sorted here rather than in Redis, then one
+// ListGates implements store.GateLister from the tenant's gate index: its
+// members (at most the gate bound, see [WithMaxGatesPerTenant]), read
+// 10,000 a ZRANGE and sorted here rather than in Redis, then one
 // read-only script call per 256 gates of the page. Every key involved
 // carries the tenant's hash tag, so on a Cluster they all live in one slot
 // and each call goes to one node. The order is that of the index members
@@ -27,11 +27,10 @@ const listChunk = 256
 // yet are not included.
 func (s *Store) ListGates(ctx context.Context, req store.ListGatesRequest) (store.GatePage, error) {
 	limit := store.ClampListLimit(req.Limit)
-	members, err := s.client.ZRange(ctx, s.keys.index(req.Tenant), 0, -1).Result()
+	members, err := s.indexMembers(ctx, req.Tenant)
 	if err != nil {
-		return store.GatePage{}, s.wrap("list gates", err)
+		return store.GatePage{}, err
 	}
-	slices.Sort(members)
 	members = members[sort.Search(len(members), func(i int) bool { return members[i] > req.After }):]
 	now := micros(req.Now)
 	var page store.GatePage
@@ -69,6 +68,30 @@ func (s *Store) ListGates(ctx context.Context, req store.ListGatesRequest) (stor
 		}
 	}
 	return page, nil
+}
+
+// indexChunk is how many index members one ZRANGE reads, so that no read
+// holds Redis for long with a large gate bound.
+const indexChunk = 10_000
+
+// indexMembers returns the members of tenant's gate index, sorted and
+// without duplicates, read indexChunk at a time by rank. With more members
+// than one chunk, a gate whose score moves between two reads may be read
+// twice (kept once) or, rarely, missed by this page.
+func (s *Store) indexMembers(ctx context.Context, tenant string) ([]string, error) {
+	var members []string
+	for start := int64(0); ; start += indexChunk {
+		part, err := s.client.ZRange(ctx, s.keys.index(tenant), start, start+indexChunk-1).Result()
+		if err != nil {
+			return nil, s.wrap("list gates", err)
+		}
+		members = append(members, part...)
+		if len(part) < indexChunk {
+			break
+		}
+	}
+	slices.Sort(members)
+	return slices.Compact(members), nil
 }
 
 // infoOf decodes one gate's 13 values of inspectScript's reply.

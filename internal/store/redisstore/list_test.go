@@ -52,3 +52,23 @@ func BenchmarkListGates10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/listing")
 }
+
+// TestListPastOneIndexChunk: a tenant with more gates than one ZRANGE of
+// its index reads (10,000; the bound raised to 30,000) is still listed
+// exactly once.
+func TestListPastOneIndexChunk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 25,000 gates")
+	}
+	s, err := redisstore.New(context.Background(), redistest.Start(t), redisstore.WithRedisOptions(patient), redisstore.WithMaxGatesPerTenant(30_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.FillGates(t, s, "acme", 25_000)
+	gates, _, err := storetest.ListEvery(context.Background(), s, "acme", 1000, storetest.T0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.CheckListedOnce(t, gates, "acme", 25_000)
+}
