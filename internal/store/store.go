@@ -516,8 +516,9 @@ type GatePage struct {
 	Gates []ListedGate
 	// Next is the position to pass as After for the next page; empty when
 	// the listing is complete. A gate held for the whole listing is
-	// returned exactly once over all its pages; gates created or dropped
-	// meanwhile may or may not appear.
+	// returned exactly once over all its pages (the Redis store documents
+	// a rare exception above 10,000 gates of a tenant); gates created or
+	// dropped meanwhile may or may not appear.
 	Next string
 }
 
