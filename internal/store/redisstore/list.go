@@ -2,24 +2,33 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/retrybroker/retrybroker/internal/store"
 )
 
 var _ store.GateLister = (*Store)(nil)
 
-// listChunk is how many gates one inspectManyScript call reads.
-const listChunk = 256
+// listChunk is how many gates one pipeline of a listing reads, and
+// listReaders how many of them run at once.
+const (
+	listChunk   = 256
+	listReaders = 4
+)
 
 // ListGates implements store.GateLister from the tenant's gate index: its
 // members (at most the gate bound, see [WithMaxGatesPerTenant]), read
 // 10,000 a ZRANGE and sorted here rather than in Redis, then one
-// read-only script call per 256 gates of the page. Every key involved
+// pipeline of plain reads per 256 gates of the page. Every key involved
 // carries the tenant's hash tag, so on a Cluster they all live in one slot
 // and each call goes to one node. The order is that of the index members
 // (scope and credential, escaped, joined by ':'). Counts of attempts this
@@ -27,47 +36,127 @@ const listChunk = 256
 // yet are not included.
 func (s *Store) ListGates(ctx context.Context, req store.ListGatesRequest) (store.GatePage, error) {
 	limit := store.ClampListLimit(req.Limit)
-	members, err := s.indexMembers(ctx, req.Tenant)
+	members, err := s.listMembers(ctx, req.Tenant, req.After != "")
 	if err != nil {
 		return store.GatePage{}, err
 	}
 	members = members[sort.Search(len(members), func(i int) bool { return members[i] > req.After }):]
 	now := micros(req.Now)
 	var page store.GatePage
-	for i := 0; i < len(members); i += listChunk {
-		part := members[i:min(i+listChunk, len(members))]
-		keys := make([]string, 0, 4*len(part))
-		gates := make([]store.GateKey, len(part))
-		for j, m := range part {
+	// Rounds of limit members, each read listChunk gates a pipeline,
+	// listReaders at once, then kept in order until the page is full.
+	for i := 0; i < len(members); i += limit {
+		round := members[i:min(i+limit, len(members))]
+		res := make([][]int64, (len(round)+listChunk-1)/listChunk)
+		var eg errgroup.Group
+		eg.SetLimit(listReaders)
+		for c := range res {
+			part := round[c*listChunk : min((c+1)*listChunk, len(round))]
+			eg.Go(func() error {
+				r, err := s.readGates(ctx, req.Tenant, part, now)
+				res[c] = r
+				return err
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return store.GatePage{}, err
+		}
+		for j, m := range round {
+			r := res[j/listChunk][13*(j%listChunk):]
+			info := infoOf(r[:13])
+			if info == (store.GateInfo{}) || (req.Match != nil && !req.Match(info)) {
+				continue
+			}
 			g, ok := s.keys.fromMember(req.Tenant, m)
 			if !ok {
 				return store.GatePage{}, unexpected("list gates", m)
 			}
-			gates[j] = g
-			keys = append(keys, s.keys.gate(g), s.keys.inflight(g), s.keys.quota(g), s.keys.state(g))
-		}
-		res, err := inspectManyScript.Run(ctx, s.client, keys, now).Int64Slice()
-		if err != nil {
-			return store.GatePage{}, s.wrap("list gates", err)
-		}
-		if len(res) != 13*len(part) {
-			return store.GatePage{}, unexpected("list gates", len(res))
-		}
-		for j := range part {
-			info := infoOf(res[13*j : 13*j+13])
-			if info == (store.GateInfo{}) || (req.Match != nil && !req.Match(info)) {
-				continue
-			}
-			page.Gates = append(page.Gates, store.ListedGate{Key: gates[j], Info: info})
+			page.Gates = append(page.Gates, store.ListedGate{Key: g, Info: info})
 			if len(page.Gates) == limit {
 				if i+j+1 < len(members) {
-					page.Next = part[j]
+					page.Next = m
 				}
 				return page, nil
 			}
 		}
 	}
 	return page, nil
+}
+
+// Bounds of memberCache.
+const (
+	// memberCacheTTL is how long a listing's sorted index members serve
+	// its next pages.
+	memberCacheTTL = 2 * time.Second
+	// memberCacheTenants is how many tenants' members are kept at once.
+	memberCacheTenants = 4
+	// memberCacheMax is the most members kept for one tenant; a larger
+	// index is read again for every page.
+	memberCacheMax = 100_000
+)
+
+// memberCache keeps, for a few tenants and a short while, the sorted
+// members of their gate index that a listing's first page read, so that
+// the next pages need not read and sort the whole index again. A page
+// that starts a listing (no After) always reads the index, so every gate
+// held when the listing starts is in what its pages read; a gate created
+// since may be missed, as the contract allows, and one dropped since reads
+// as holding nothing and is skipped.
+type memberCache struct {
+	mu      sync.Mutex
+	entries []memberEntry
+}
+
+type memberEntry struct {
+	tenant  string
+	members []string
+	at      time.Time
+}
+
+func (c *memberCache) get(tenant string, now time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.tenant == tenant && now.Sub(e.at) < memberCacheTTL {
+			return e.members
+		}
+	}
+	return nil
+}
+
+func (c *memberCache) put(tenant string, members []string, now time.Time) {
+	if len(members) > memberCacheMax {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := c.entries[:0]
+	for _, e := range c.entries {
+		if e.tenant != tenant && now.Sub(e.at) < memberCacheTTL {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == memberCacheTenants {
+		kept = kept[1:] // the oldest
+	}
+	c.entries = append(kept, memberEntry{tenant, members, now})
+}
+
+// listMembers returns tenant's sorted index members: for a page that
+// continues a listing, those a recent page read, when kept.
+func (s *Store) listMembers(ctx context.Context, tenant string, continues bool) ([]string, error) {
+	now := time.Now()
+	if continues {
+		if m := s.listed.get(tenant, now); m != nil {
+			return m, nil
+		}
+	}
+	m, err := s.indexMembers(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	s.listed.put(tenant, m, now)
+	return m, nil
 }
 
 // indexChunk is how many index members one ZRANGE reads, so that no read
@@ -158,50 +247,101 @@ func unhex(c byte) int {
 	return -1
 }
 
-// inspectManyScript reads gates' state for the admin view's listing: per
-// gate what inspectScript returns, by the same rules (luaGate's
-// closed_until and quota_read, luaState's state_read, for the fields
-// GateInfo shows), with four reads and no tables per gate, since a page
-// reads up to 1000 gates in a few calls; it writes nothing and leaves out
-// local admissions. The store suite's ListGatesShowsState holds it to
+// readGates reads gates' state for the admin view's listing: what
+// inspectScript returns for each (13 values a gate), by the same rules
+// (luaGate's closed_until and quota_read, luaState's state_read, for the
+// fields GateInfo shows), as plain commands in one pipeline (GET, ZCOUNT
+// and HMGET, which the broker's documented ACL allows), so that Redis runs
+// no script per gate: on a Cluster every key carries the tenant's hash
+// tag, so the pipeline goes to one node. The commands of one gate are not
+// one atomic read: a gate that changes at that instant may show a mix of
+// its states before and after. It writes nothing and leaves out local
+// admissions. The store suite's ListGatesShowsState holds it to
 // inspectScript.
-//
-// KEYS: per gate, 1 gate, 2 in-flight set, 3 quota, 4 state.
-// ARGV: 1 now µs.
-// Returns, per gate, inspectScript's 13 values.
-var inspectManyScript = redis.NewScript(`
-local now = tonumber(ARGV[1])
-local out, n = {}, 0
-local function num(v) return tonumber(v or '') or 0 end
-local function push(v) n = n + 1; out[n] = v end
-for i = 1, #KEYS, 4 do
-  local g = num(redis.call('GET', KEYS[i]))
-  if g <= now then g = 0 end
-  local flight = redis.call('ZCOUNT', KEYS[i + 1], '(' .. string.format('%d', now), '+inf')
-  local q = redis.call('HMGET', KEYS[i + 2], 'r', 'u')
-  local r, u = 0, num(q[2])
-  local known = u > now
-  if known then
-    r = num(q[1])
-    if u > g and r - flight <= 0 then g = u end
-  else
-    u = 0
-  end
-  local v = redis.call('HMGET', KEYS[i + 3], 'le', 'lk', 'lL', 'la', 'ln', 'lx', 'pi', 'px', 'bo', 'bx')
-  local learn = num(v[6]) > now
-  local bo = 0
-  if num(v[10]) > now and num(v[9]) > now then bo = num(v[9]) end
-  push(g); push(bo); push(flight)
-  if known then push(1) else push(0) end
-  push(r); push(u)
-  if learn then
-    push(1); push(num(v[1])); push(num(v[4])); push(num(v[5]))
-    if v[2] == '1' then push(1) else push(0) end
-    push(num(v[3]))
-  else
-    push(0); push(0); push(0); push(0); push(0); push(0)
-  end
-  if (v[7] or '') ~= '' and num(v[8]) > now then push(1) else push(0) end
-end
-return out
-`)
+func (s *Store) readGates(ctx context.Context, tenant string, members []string, now int64) ([]int64, error) {
+	base := s.keys.tenant(tenant)
+	closed := make([]*redis.StringCmd, len(members))
+	flights := make([]*redis.IntCmd, len(members))
+	quotas := make([]*redis.SliceCmd, len(members))
+	states := make([]*redis.SliceCmd, len(members))
+	after := "(" + strconv.FormatInt(now, 10)
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range members {
+			closed[i] = p.Get(ctx, base+"g:"+m)
+			flights[i] = p.ZCount(ctx, base+"f:"+m, after, "+inf")
+			quotas[i] = p.HMGet(ctx, base+"q:"+m, "r", "u")
+			states[i] = p.HMGet(ctx, base+"s:"+m, "le", "lk", "lL", "la", "ln", "lx", "pi", "px", "bo", "bx")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) { // Nil: a gate key not there (open)
+		return nil, s.wrap("list gates", err)
+	}
+	for i := range members { // the pipeline reports its first error only
+		for _, c := range []redis.Cmder{closed[i], flights[i], quotas[i], states[i]} {
+			if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return nil, s.wrap("list gates", err)
+			}
+		}
+	}
+	out := make([]int64, 0, 13*len(members))
+	for i := range members {
+		q, v := quotas[i].Val(), states[i].Val()
+		if len(q) != 2 || len(v) != 10 {
+			return nil, unexpected("list gates", len(v))
+		}
+		g := replyNum(closed[i].Val())
+		if g <= now {
+			g = 0
+		}
+		flight := flights[i].Val()
+		r, u := int64(0), replyNum(q[1])
+		known := u > now
+		if known {
+			r = replyNum(q[0])
+			if u > g && r-flight <= 0 {
+				g = u
+			}
+		} else {
+			u = 0
+		}
+		bo := int64(0)
+		if replyNum(v[9]) > now && replyNum(v[8]) > now {
+			bo = replyNum(v[8])
+		}
+		out = append(out, g, bo, flight, bit(known), r, u)
+		if replyNum(v[5]) > now { // learning, until lx
+			out = append(out, 1, replyNum(v[0]), replyNum(v[3]), replyNum(v[4]), bit(v[1] == "1"), replyNum(v[2]))
+		} else {
+			out = append(out, 0, 0, 0, 0, 0, 0)
+		}
+		pi, _ := v[6].(string)
+		out = append(out, bit(pi != "" && replyNum(v[7]) > now))
+	}
+	return out, nil
+}
+
+// replyNum reads a numeric field of a reply as the scripts' num does (a
+// missing or unreadable value is 0; a fraction is cut, as a script's
+// number is in its reply).
+func replyNum(v any) int64 {
+	str, ok := v.(string)
+	if !ok || str == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(str, 10, 64); err == nil {
+		return n
+	}
+	f, err := strconv.ParseFloat(str, 64)
+	if err != nil || f != f {
+		return 0
+	}
+	return int64(f)
+}
+
+func bit(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
