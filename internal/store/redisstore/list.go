@@ -290,35 +290,40 @@ func (s *Store) readGates(ctx context.Context, tenant string, members []string, 
 		if len(q) != 2 || len(v) != 10 {
 			return nil, unexpected("list gates", len(v))
 		}
-		g := replyNum(closed[i].Val())
-		if g <= now {
-			g = 0
-		}
-		flight := flights[i].Val()
-		r, u := int64(0), replyNum(q[1])
-		known := u > now
-		if known {
-			r = replyNum(q[0])
-			if u > g && r-flight <= 0 {
-				g = u
-			}
-		} else {
-			u = 0
-		}
-		bo := int64(0)
-		if replyNum(v[9]) > now && replyNum(v[8]) > now {
-			bo = replyNum(v[8])
-		}
-		out = append(out, g, bo, flight, bit(known), r, u)
-		if replyNum(v[5]) > now { // learning, until lx
-			out = append(out, 1, replyNum(v[0]), replyNum(v[3]), replyNum(v[4]), bit(v[1] == "1"), replyNum(v[2]))
-		} else {
-			out = append(out, 0, 0, 0, 0, 0, 0)
-		}
-		pi, _ := v[6].(string)
-		out = append(out, bit(pi != "" && replyNum(v[7]) > now))
+		out = appendGate(out, replyNum(closed[i].Val()), flights[i].Val(), q, v, now)
 	}
 	return out, nil
+}
+
+// appendGate appends one gate's 13 values (see inspectScript) to out, from
+// its closed-until time g, its calls in flight, its quota hash's r and u,
+// and its state hash's fields as readGates reads them.
+func appendGate(out []int64, g, flight int64, q, v []any, now int64) []int64 {
+	if g <= now {
+		g = 0
+	}
+	r, u := int64(0), replyNum(q[1])
+	known := u > now
+	if known {
+		r = replyNum(q[0])
+		if u > g && r-flight <= 0 {
+			g = u
+		}
+	} else {
+		u = 0
+	}
+	bo := int64(0)
+	if replyNum(v[9]) > now && replyNum(v[8]) > now {
+		bo = replyNum(v[8])
+	}
+	out = append(out, g, bo, flight, bit(known), r, u)
+	if replyNum(v[5]) > now { // learning, until lx
+		out = append(out, 1, replyNum(v[0]), replyNum(v[3]), replyNum(v[4]), bit(v[1] == "1"), replyNum(v[2]))
+	} else {
+		out = append(out, 0, 0, 0, 0, 0, 0)
+	}
+	pi, _ := v[6].(string)
+	return append(out, bit(pi != "" && replyNum(v[7]) > now))
 }
 
 // replyNum reads a numeric field of a reply as the scripts' num does (a
