@@ -72,3 +72,18 @@ func TestListPastOneIndexChunk(t *testing.T) {
 	}
 	storetest.CheckListedOnce(t, gates, "acme", 25_000)
 }
+
+// TestListTenThousandGatesCluster: the same 10,000 gates on a real
+// 3-master Redis Cluster, as the broker's ACL user: each listed once.
+func TestListTenThousandGatesCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 10,000 gates to a cluster")
+	}
+	s := open(t, topologies()[0].cfg(t), redisstore.WithKeyPrefix("rb:v1:list10k:"))
+	storetest.FillGates(t, s, "acme", 10_000)
+	gates, _, err := storetest.ListEvery(context.Background(), s, "acme", 1000, storetest.T0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.CheckListedOnce(t, gates, "acme", 10_000)
+}
