@@ -298,6 +298,10 @@ func TestNoFingerprintShown(t *testing.T) {
 	if !strings.Contains(bodies[len(bodies)-1], `"per_caller_credential":true`) {
 		t.Fatalf("one gate view: %s", bodies[len(bodies)-1])
 	}
+	w = do(h, http.MethodGet, admin.GatePath+"?tenant=acme&provider=github&credential=cred:github-app", local, "")
+	if !strings.Contains(w.Body.String(), `"credential":"github-app"`) || !strings.Contains(w.Body.String(), `"closed"`) {
+		t.Fatalf("a broker-held credential's gate: %s", w.Body.String())
+	}
 }
 
 // TestPageIsSelfContained: the page loads nothing from elsewhere, and its
