@@ -9,6 +9,7 @@ export GOFLAGS := -buildvcs=false
 
 ARGS ?=
 LISTEN ?= 127.0.0.1:50051
+ADMIN_LISTEN ?= 127.0.0.1:9091
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
@@ -20,7 +21,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE ?= localhost/retrybroker:dev
 
-.PHONY: all tools deps redis versitygw hydra run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools deps redis versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
@@ -62,8 +63,17 @@ $(BIN)/hydra: tools/hydra/go.mod tools/hydra/go.sum
 	@mkdir -p $(BIN)
 	cd tools/hydra && CGO_ENABLED=1 $(GO) build -tags sqlite,sqlite_omit_load_extension -o $(BIN)/hydra github.com/ory/hydra/v2
 
+## chromium: install Debian's chromium (the admin page's browser test) when it is missing
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  echo "installing chromium from Debian's packages"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@chromium --version
+
 ## deps: everything the tests need
-deps: tools redis versitygw hydra
+deps: tools redis versitygw hydra chromium
 
 ## build: build the broker binary into ./bin/broker
 build:
@@ -79,9 +89,9 @@ image:
 image-test: image
 	RETRYBROKER_IMAGE_TEST=$(IMAGE) $(GO) test -count=1 -run 'TestImage' ./deploy/
 
-## run: start the broker on its embedded default (memory store, dev tenant, loopback only)
+## run: start the broker on its embedded default (memory store, dev tenant, loopback only), the admin view on $(ADMIN_LISTEN)
 run:
-	$(GO) run ./cmd/broker --listen $(LISTEN) --reflection $(ARGS)
+	$(GO) run ./cmd/broker --listen $(LISTEN) --admin-listen $(ADMIN_LISTEN) --reflection $(ARGS)
 
 ## generate: regenerate gen/ (Go), the Python and TypeScript stubs from proto/ with pinned local plugins,
 ## and docs/providers.md from the built-in provider catalog

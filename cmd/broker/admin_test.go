@@ -13,101 +13,60 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrybroker/retrybroker/internal/admin"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 )
 
 // adminTestToken is the admin token of these tests, and its hash.
 const adminTestToken = "s3cret-admin-token"
 
-func adminTestHash() adminToken {
-	return adminToken{hash: sha256.Sum256([]byte(adminTestToken)), set: true}
+func adminTestHash() admin.Token {
+	return admin.TokenFromHash(sha256.Sum256([]byte(adminTestToken)))
 }
 
-// serveAdmin runs one request through the metrics listener's handler, as
-// the listener would, with the peer address remote. No connection is made:
-// a non-loopback peer is only a RemoteAddr.
-func serveAdmin(t *testing.T, tok adminToken, method, path, remote, auth string) *httptest.ResponseRecorder {
-	t.Helper()
+// TestMetricsListenerHasNoAdmin (issue 21): the admin view moved to its
+// own listener; the metrics listener, which answers any peer, no longer
+// serves it.
+func TestMetricsListenerHasNoAdmin(t *testing.T) {
 	st := memstore.New()
-	t.Cleanup(func() { _ = st.Close() })
-	h := metricsMux(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics\n")) }), st, "memory", tok)
-	r := httptest.NewRequest(method, path, nil)
-	r.RemoteAddr = remote
-	if auth != "" {
-		r.Header.Set("Authorization", auth)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
-
-const gatePath = AdminGatePath + "?tenant=dev&host=api.example"
-
-// TestAdminRefusesRemotePeers (issue 17, defect 5): the admin view used to
-// answer any peer; without a token it answers loopback peers only now,
-// while /metrics and /health/shared-state answer anyone.
-func TestAdminRefusesRemotePeers(t *testing.T) {
-	for _, remote := range []string{"10.0.0.1:1234", "[2001:db8::1]:1234", "[::ffff:10.0.0.1]:1234", "192.168.1.5:80", "garbage"} {
-		if w := serveAdmin(t, adminToken{}, http.MethodGet, gatePath, remote, ""); w.Code != http.StatusForbidden {
-			t.Errorf("GET %s from %s = %d, want 403", AdminGatePath, remote, w.Code)
-		}
-		if w := serveAdmin(t, adminToken{}, http.MethodGet, "/admin/anything", remote, ""); w.Code != http.StatusForbidden {
-			t.Errorf("GET /admin/anything from %s = %d, want 403", remote, w.Code)
-		}
-		if w := serveAdmin(t, adminToken{}, http.MethodGet, "/metrics", remote, ""); w.Code != http.StatusOK {
-			t.Errorf("GET /metrics from %s = %d, want 200", remote, w.Code)
-		}
-		if w := serveAdmin(t, adminToken{}, http.MethodGet, SharedStateHealthPath, remote, ""); w.Code != http.StatusOK {
-			t.Errorf("GET %s from %s = %d, want 200", SharedStateHealthPath, remote, w.Code)
-		}
-	}
-	for _, remote := range []string{"127.0.0.1:1234", "127.8.9.10:1", "[::1]:1234", "[::ffff:127.0.0.1]:1234"} {
-		if w := serveAdmin(t, adminToken{}, http.MethodGet, gatePath, remote, ""); w.Code != http.StatusOK {
-			t.Errorf("GET %s from %s = %d, want 200", AdminGatePath, remote, w.Code)
+	defer st.Close()
+	h := metricsMux(http.NotFoundHandler(), st, "memory")
+	for _, p := range []string{AdminGatePath + "?tenant=dev&host=api.example", admin.GatesPath + "?tenant=dev", "/debug/pprof/"} {
+		r := httptest.NewRequest(http.MethodGet, p, nil)
+		r.RemoteAddr = "127.0.0.1:1234"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusNotFound {
+			t.Errorf("GET %s on the metrics listener = %d, want 404", p, w.Code)
 		}
 	}
 }
 
-// TestAdminIsReadOnly (issue 17, defect 5): the admin view used to answer
-// POST as it answers GET.
-func TestAdminIsReadOnly(t *testing.T) {
-	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, "PURGE"} {
-		w := serveAdmin(t, adminToken{}, m, gatePath, "127.0.0.1:1234", "")
-		if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != "GET, HEAD" {
-			t.Errorf("%s %s from loopback = %d (Allow %q), want 405 (GET, HEAD)", m, AdminGatePath, w.Code, w.Header().Get("Allow"))
-		}
-	}
-	if w := serveAdmin(t, adminToken{}, http.MethodHead, gatePath, "127.0.0.1:1234", ""); w.Code != http.StatusOK {
-		t.Errorf("HEAD = %d, want 200", w.Code)
-	}
-}
-
-// TestAdminToken: with a token set, every peer, loopback included, needs
-// it; a remote peer with it is served.
-func TestAdminToken(t *testing.T) {
+// TestCheckAdminListen: off loopback, the admin listener needs a token;
+// a token needs the listener.
+func TestCheckAdminListen(t *testing.T) {
 	tok := adminTestHash()
 	for _, tc := range []struct {
-		remote, auth string
-		want         int
+		addr       string
+		tok        admin.Token
+		configured int
+		ok         bool
 	}{
-		{"10.0.0.1:1234", "Bearer " + adminTestToken, http.StatusOK},
-		{"127.0.0.1:1234", "Bearer " + adminTestToken, http.StatusOK},
-		{"10.0.0.1:1234", "", http.StatusUnauthorized},
-		{"127.0.0.1:1234", "", http.StatusUnauthorized},
-		{"10.0.0.1:1234", "Bearer wrong", http.StatusUnauthorized},
-		{"10.0.0.1:1234", "Basic " + adminTestToken, http.StatusUnauthorized},
-		{"10.0.0.1:1234", "Bearer " + hex.EncodeToString(tok.hash[:]), http.StatusUnauthorized}, // the hash is not the token
+		{"", admin.Token{}, 0, true},
+		{"", tok, 0, false},
+		{"127.0.0.1:9091", admin.Token{}, 0, true},
+		{"[::1]:9091", admin.Token{}, 0, true},
+		{"localhost:9091", admin.Token{}, 0, true},
+		{"0.0.0.0:9091", admin.Token{}, 0, false},
+		{":9091", admin.Token{}, 0, false},
+		{"10.0.0.1:9091", admin.Token{}, 0, false},
+		{"0.0.0.0:9091", tok, 0, true},
+		{"nonsense", tok, 0, false},
+		{"0.0.0.0:9091", admin.Token{}, 1, true}, // the configuration's admin.token_sha256
 	} {
-		w := serveAdmin(t, tok, http.MethodGet, gatePath, tc.remote, tc.auth)
-		if w.Code != tc.want {
-			t.Errorf("GET from %s with %q = %d, want %d", tc.remote, tc.auth, w.Code, tc.want)
+		if err := checkAdminListen(tc.addr, tc.tok, tc.configured); (err == nil) != tc.ok {
+			t.Errorf("checkAdminListen(%q, token %v, %d configured) = %v", tc.addr, tc.tok.Set(), tc.configured, err)
 		}
-		if strings.Contains(w.Body.String(), adminTestToken) {
-			t.Errorf("the answer repeats the token: %q", w.Body.String())
-		}
-	}
-	if w := serveAdmin(t, tok, http.MethodPost, gatePath, "10.0.0.1:1234", "Bearer "+adminTestToken); w.Code != http.StatusMethodNotAllowed {
-		t.Errorf("POST with the token = %d, want 405", w.Code)
 	}
 }
 
@@ -121,7 +80,8 @@ func TestLoadAdminToken(t *testing.T) {
 		return p
 	}
 	h := adminTestHash()
-	hexHash := hex.EncodeToString(h.hash[:])
+	sum := sha256.Sum256([]byte(adminTestToken))
+	hexHash := hex.EncodeToString(sum[:])
 	for _, ok := range []string{hexHash, hexHash + "\n", hexHash + "  -\n", strings.ToUpper(hexHash)} {
 		got, err := loadAdminToken(write("ok", ok))
 		if err != nil || got != h {
@@ -140,7 +100,7 @@ func TestLoadAdminToken(t *testing.T) {
 	if _, err := loadAdminToken(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing file loaded")
 	}
-	if got, err := loadAdminToken(""); err != nil || got.set {
+	if got, err := loadAdminToken(""); err != nil || got.Set() {
 		t.Errorf("no file: %v, %v", got, err)
 	}
 }
@@ -151,17 +111,15 @@ func TestLoadAdminToken(t *testing.T) {
 func TestWarnOpenMetrics(t *testing.T) {
 	for _, tc := range []struct {
 		addr net.Addr
-		tok  adminToken
 		want string
 	}{
-		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9090}, adminToken{}, ""},
-		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9090}, adminToken{}, ""},
-		{&net.TCPAddr{IP: net.IPv4zero, Port: 9095}, adminToken{}, "answers loopback peers only"},
-		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 9095}, adminToken{}, "answers loopback peers only"},
-		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 9095}, adminTestHash(), "needs the admin token"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9090}, ""},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9090}, ""},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 9095}, "answer any peer"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 9095}, "answer any peer"},
 	} {
 		var buf bytes.Buffer
-		warnOpenMetrics(slog.New(slog.NewTextHandler(&buf, nil)), tc.addr, tc.tok)
+		warnOpenMetrics(slog.New(slog.NewTextHandler(&buf, nil)), tc.addr)
 		got := buf.String()
 		if tc.want == "" && got != "" || tc.want != "" && (!strings.Contains(got, "level=WARN") || !strings.Contains(got, tc.want)) {
 			t.Errorf("listener %s: logged %q, want %q", tc.addr, got, tc.want)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/admin"
 )
 
 const credTenantKey = "cred-tenant-key"
@@ -451,7 +452,8 @@ func TestCredentialSecretsNeverLeak(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
 			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-			p := startProc(t, "--config", cfg, "--metrics-listen", metricsAddr, "--log-level", "debug")
+			adminAddr := freePort(t)
+			p := startProc(t, "--config", cfg, "--metrics-listen", metricsAddr, "--admin-listen", adminAddr, "--log-level", "debug")
 
 			var seen strings.Builder // every answer and error the caller got
 			record := func(res *rbv1.ExecuteResponse, err error) {
@@ -489,12 +491,20 @@ func TestCredentialSecretsNeverLeak(t *testing.T) {
 				"metrics":             metricsText(t, metricsAddr),
 				"health/credentials":  httpText(t, "http://"+metricsAddr+CredentialsHealthPath),
 				"health/shared-state": httpText(t, "http://"+metricsAddr+SharedStateHealthPath),
-				"admin gate":          httpText(t, "http://"+metricsAddr+AdminGatePath+"?tenant=t1&host="+strings.TrimPrefix(first.URL, "http://")+"&credential=cred:api"),
+				"admin gate":          httpText(t, "http://"+adminAddr+AdminGatePath+"?tenant=t1&host="+strings.TrimPrefix(first.URL, "http://")+"&credential=cred:api"),
+				"admin gates":         httpText(t, "http://"+adminAddr+admin.GatesPath+"?tenant=t1"),
+				"admin catalog":       httpText(t, "http://"+adminAddr+admin.CatalogPath+"?tenant=t1"),
+				"admin page":          httpText(t, "http://"+adminAddr+admin.PagePath),
 				"responses":           seen.String(),
 				"config check":        string(out),
 				"other origin":        strings.Join(second, "\n"),
 			}
 			mu.Unlock()
+			// The admin views grepped are the credential's own gate, not an
+			// empty answer.
+			if g := sources["admin gates"]; !strings.Contains(strings.ReplaceAll(g, " ", ""), `"credential":"api"`) {
+				t.Errorf("the admin listing does not show the credential's gate: %s", g)
+			}
 			for where, text := range sources {
 				for _, s := range secrets {
 					if strings.Contains(text, s) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/admin"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
@@ -81,15 +82,15 @@ func TestTwoBrokersLearnARetryAfterOnlyQuota(t *testing.T) {
 		windows = 6
 	)
 	up := newWindowUpstream(t, window, quota)
-	metricsAddr := freePort(t)
+	adminAddr := freePort(t)
 	var brokers []*brokerProc
 	if os.Getenv("LEARNING_MEM") != "" {
-		b := startProc(t, "--allow-destinations", "127.0.0.1/32", "--metrics-listen", metricsAddr)
+		b := startProc(t, "--allow-destinations", "127.0.0.1/32", "--admin-listen", adminAddr)
 		brokers = []*brokerProc{b, b}
 	} else {
 		redisURL := redistest.Start(t)
 		brokers = []*brokerProc{
-			startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32", "--metrics-listen", metricsAddr),
+			startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32", "--admin-listen", adminAddr),
 			startProc(t, "--redis", redisURL, "--allow-destinations", "127.0.0.1/32"),
 		}
 	}
@@ -125,11 +126,11 @@ func TestTwoBrokersLearnARetryAfterOnlyQuota(t *testing.T) {
 		}
 	}
 	// The admin view shows what the replicas learned.
-	resp, err := http.Get("http://" + metricsAddr + AdminGatePath + "?tenant=dev&host=" + strings.TrimPrefix(up.URL, "http://"))
+	resp, err := http.Get("http://" + adminAddr + AdminGatePath + "?tenant=dev&host=" + strings.TrimPrefix(up.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var view gateView
+	var view admin.GateJSON
 	err = json.NewDecoder(resp.Body).Decode(&view)
 	_ = resp.Body.Close()
 	if err != nil || view.Learning == nil || view.Learning.LearnedQuota == nil || *view.Learning.LearnedQuota != quota {

@@ -62,6 +62,7 @@ type options struct {
 	metricsListen                           string
 	maxGatesPerTenant                       int
 	adminTokenFile                          string
+	adminListen                             string
 	maxBufferedBytes                        int64
 	redis                                   *redisOptions
 	configFile                              string
@@ -90,8 +91,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for verifying client certificates (mTLS identities)")
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the admin view at /admin/ (loopback peers only, unless --admin-token-file); empty disables")
-	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the SHA-256 (64 hex digits) of the admin token: /admin/ on the metrics listener then needs \"Authorization: Bearer TOKEN\" from every peer; without it, /admin/ answers loopback peers only")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the shared store's state at /health/shared-state; empty disables")
+	fs.StringVar(&o.adminListen, "admin-listen", "", "serve the admin view (live gates, catalog, HTML page at /admin/, pprof at /debug/pprof/) at ADDR (e.g. 127.0.0.1:9091): loopback peers only, or with --admin-token-file any address and a bearer token from every peer; empty disables")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the SHA-256 (64 hex digits) of the admin token: the admin listener then needs \"Authorization: Bearer TOKEN\" from every peer, and may listen off loopback")
 	fs.IntVar(&o.maxGatesPerTenant, "max-gates-per-tenant", memstore.DefaultMaxGatesPerTenant, "gates (per-host or per-provider state) one tenant may hold in the store; closed gates are never evicted, new ones go untracked when all are closed")
 	fs.IntVar(&o.upstreamMaxIdle, "upstream-max-idle-conns", egress.DefaultMaxIdleConns, "idle upstream connections kept per connection pool, across hosts")
 	fs.IntVar(&o.upstreamMaxIdlePerHost, "upstream-max-idle-conns-per-host", egress.DefaultMaxIdleConnsPerHost, "idle upstream connections kept per host in each pool; raise it for many concurrent calls to few hosts")
@@ -171,13 +173,13 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	if adminTok.set && o.metricsListen == "" {
-		return errors.New("--admin-token-file protects the admin view on the metrics listener: give --metrics-listen too")
-	}
 	mets := metrics.New()
 	tokens := &tokenClients{}
 	ids, err := loadIdentities(o, mets, logger, credentialDeps(tokens, mets, logger))
 	if err != nil {
+		return err
+	}
+	if err := checkAdminListen(o.adminListen, adminTok, len(configTokens(ids))); err != nil {
 		return err
 	}
 	var creds credentials.TransportCredentials
@@ -248,14 +250,21 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	gs, hs := server.NewGRPCServer(server.New(svcOpts...), grpcCfg)
 	watchStoreHealth(st, hs, mets, logger)
 	if o.metricsListen != "" {
-		stopMetrics, err := serveMetrics(o.metricsListen, func(addr net.Addr) http.Handler {
-			warnOpenMetrics(logger, addr, adminTok)
-			return withCredentialsHealth(metricsMux(mets.Handler(), st, storeMode, adminTok), mets)
+		stopMetrics, err := serveHTTP("metrics", o.metricsListen, func(addr net.Addr) http.Handler {
+			warnOpenMetrics(logger, addr)
+			return withCredentialsHealth(metricsMux(mets.Handler(), st, storeMode), mets)
 		}, logger)
 		if err != nil {
 			return err
 		}
 		defer stopMetrics()
+	}
+	if o.adminListen != "" {
+		stopAdmin, err := serveAdmin(o.adminListen, st, ids, adminTok, logger)
+		if err != nil {
+			return err
+		}
+		defer stopAdmin()
 	}
 	logger.Info("broker listening", "addr", lis.Addr().String(), "mode", ids.mode, "store", storeMode,
 		"tls", creds != nil, "reflection", o.reflection, "allow_destinations", ids.allow)
@@ -415,18 +424,18 @@ func selfGuardOptions(addr net.Addr) ([]egress.GuardOption, error) {
 	return opts, nil
 }
 
-// serveMetrics serves /metrics on its own listener, with the handler that
-// handler returns for the address it listens on.
-func serveMetrics(addr string, handler func(net.Addr) http.Handler, logger *slog.Logger) (func(), error) {
+// serveHTTP serves one HTTP listener (what names it: "metrics", "admin")
+// with the handler that handler returns for the address it listens on.
+func serveHTTP(what, addr string, handler func(net.Addr) http.Handler, logger *slog.Logger) (func(), error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("%s listen on %s: %w", what, addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", handler(lis.Addr()))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
-	logger.Info("metrics listening", "addr", lis.Addr().String())
+	logger.Info(what+" listening", "addr", lis.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -549,11 +549,10 @@ func sharedStateHandler(st store.Store, describe string) http.Handler {
 
 // metricsMux serves the metrics at /metrics and the shared store's state
 // at SharedStateHealthPath.
-func metricsMux(metricsHandler http.Handler, st store.Store, describe string, tok adminToken) http.Handler {
+func metricsMux(metricsHandler http.Handler, st store.Store, describe string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
 	mux.Handle(SharedStateHealthPath, sharedStateHandler(st, describe))
-	mux.Handle(AdminPrefix, adminHandler(st, tok))
 	return mux
 }
 

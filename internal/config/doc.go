@@ -36,6 +36,9 @@
 // reads every secret once, and bound to the policies of their tenant that
 // name them; a reload keeps those whose settings did not change.
 //
+//	admin:
+//	  token_sha256: ["<64 hex digits>"]              # the admin view's tokens, hashed
+//
 // # Decoding
 //
 // A file is parsed once by yaml.v3 into a node tree, then decoded into Go

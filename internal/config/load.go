@@ -118,6 +118,7 @@ type fileDoc struct {
 	HostProviders *hostProviders               `yaml:"host_providers"`
 	Policies      *dict[policyDoc, *policyDoc] `yaml:"policies"`
 	Tenants       *rawList                     `yaml:"tenants"`
+	Admin         *adminDoc                    `yaml:"admin"`
 }
 
 // UnmarshalYAML decodes the document's top-level mapping. Tenants are
@@ -229,6 +230,7 @@ func (l *loader) parse(data []byte) *Directory {
 	l.builtin.ok = l.builtin.p.Validate() == nil
 	l.readTemplates(f.Policies)
 	l.readTenants(&f, root)
+	l.readAdmin(&f)
 	return l.dir
 }
 

@@ -33,6 +33,11 @@ var rules = []rule{
 		[]string{"internal/engine", "internal/tenant", "internal/config", "internal/store", "internal/server", "gen/", "google.golang.org/grpc"},
 		"credentials know nothing of policies, shared state or the wire: they only apply themselves to a request",
 	},
+	{
+		[]string{"internal/admin"},
+		[]string{"internal/server", "internal/config", "internal/credential", "gen/", "google.golang.org/grpc"},
+		"the admin view reads shared state and the tenants it is given; it knows nothing of the wire or of secrets",
+	},
 	{[]string{"internal/", "cmd/", "clients/"}, []string{"bench/"}, "no production package depends on the benchmarks"},
 	{[]string{"internal/", "cmd/", "gen/", "deploy"}, []string{"k8s.io/", "sigs.k8s.io/"}, "the Kubernetes API types are for the chart's tests only"},
 }

@@ -585,6 +585,22 @@ func (f *Fallback) InspectGate(ctx context.Context, gate GateKey, now time.Time)
 	return in.InspectGate(ctx, gate, now)
 }
 
+// ListGates implements GateLister from the backend in use (the primary
+// while healthy), for stores that list; others list nothing. A listing
+// that spans a switch of backend continues in the other's order: its
+// pages may then miss or repeat gates.
+func (f *Fallback) ListGates(ctx context.Context, req ListGatesRequest) (GatePage, error) {
+	var s Store = f.local
+	if !f.degraded.Load() {
+		s = f.primary
+	}
+	l, ok := s.(GateLister)
+	if !ok {
+		return GatePage{}, nil
+	}
+	return l.ListGates(ctx, req)
+}
+
 // Close stops the probe and closes both stores. It is idempotent.
 func (f *Fallback) Close() error {
 	f.mu.Lock()

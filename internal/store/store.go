@@ -479,6 +479,62 @@ type Inspector interface {
 	InspectGate(ctx context.Context, gate GateKey, now time.Time) (GateInfo, error)
 }
 
+// MaxListGates is the most gates one ListGates call returns.
+const MaxListGates = 1000
+
+// ListGatesRequest asks for a page of one tenant's live gates.
+type ListGatesRequest struct {
+	// Tenant is the tenant whose gates are listed; no other tenant's gate
+	// is ever returned.
+	Tenant string
+	// After is where the page starts: after this position in the store's
+	// order (a previous page's Next, unchanged); empty starts at the first
+	// gate. Positions are opaque to callers. Any string is accepted: one
+	// the store did not return starts the page at the first gate, or at
+	// the first after it in the store's order.
+	After string
+	// Limit is the most gates in the page, 1..MaxListGates (others are
+	// clamped into that range).
+	Limit int
+	// Match, when not nil, keeps only the gates it reports true for; the
+	// store skips the others without counting them against Limit.
+	Match func(GateInfo) bool
+	// Now is the time at which state is read.
+	Now time.Time
+}
+
+// ListedGate is one gate of a page: its key and what the store holds.
+type ListedGate struct {
+	Key  GateKey
+	Info GateInfo
+}
+
+// GatePage is a page of a tenant's live gates, in the store's order.
+type GatePage struct {
+	// Gates are the page's gates: those holding any state at the request's
+	// Now (a GateInfo other than the zero value) that Match kept.
+	Gates []ListedGate
+	// Next is the position to pass as After for the next page; empty when
+	// the listing is complete. A gate held for the whole listing is
+	// returned exactly once over all its pages (the Redis store documents
+	// a rare exception above 10,000 gates of a tenant); gates created or
+	// dropped meanwhile may or may not appear.
+	Next string
+}
+
+// GateLister is implemented by stores that can list a tenant's live gates,
+// paged, for the admin view. It changes nothing.
+type GateLister interface {
+	// ListGates returns the page of req.Tenant's live gates that req asks
+	// for.
+	ListGates(ctx context.Context, req ListGatesRequest) (GatePage, error)
+}
+
+// ClampListLimit returns n clamped into 1..MaxListGates.
+func ClampListLimit(n int) int {
+	return min(max(n, 1), MaxListGates)
+}
+
 // NonBlocking is implemented by stores whose operations never block and
 // ignore their context (the memory store): callers may skip bounding each
 // call with a context of its own.

@@ -23,14 +23,5 @@ func (s *Store) InspectGate(ctx context.Context, g store.GateKey, now time.Time)
 	if len(res) != 13 {
 		return store.GateInfo{}, unexpected("inspect", res)
 	}
-	info := store.GateInfo{
-		Status:   store.GateStatus{ClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[1])},
-		InFlight: res[2], HasQuota: res[3] == 1, Remaining: res[4],
-		Learning: res[6] == 1, Epoch: res[7], Admitted: res[8], NotAccepted: res[9],
-		Learned: res[10] == 1, LearnedQuota: res[11], ProbeInFlight: res[12] == 1,
-	}
-	if info.HasQuota {
-		info.Reset = timeOf(res[5])
-	}
-	return info, nil
+	return infoOf(res), nil
 }

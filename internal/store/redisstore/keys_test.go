@@ -1,36 +1,11 @@
 package redisstore
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/retrybroker/retrybroker/internal/store"
 )
-
-// unescape reverses escape; it exists to prove escape is injective.
-func unescape(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			if !keep(s[i]) {
-				return "", false
-			}
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), true
-}
 
 func naive(g store.GateKey) string { return g.Tenant + ":" + g.Scope + ":" + g.Credential }
 

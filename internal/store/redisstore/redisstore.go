@@ -207,6 +207,7 @@ type Store struct {
 	closed    atomic.Bool
 	local     *localAdmission // nil: off
 	untracked func(tenant string)
+	listed    memberCache // index members of recent listings
 }
 
 var (

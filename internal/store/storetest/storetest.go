@@ -76,6 +76,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LearnDisabled", testLearnDisabled},
 		{"LearnConcurrentProbe", testLearnConcurrentProbe},
 		{"LearnInspect", testLearnInspect},
+		{"ListGates", testListGates},
+		{"ListGatesShowsState", testListGatesShowsState},
 		{"LearnQuietWindowEndsEpoch", testLearnQuietWindowEndsEpoch},
 		{"LearnLostKeepsShare", testLearnLostKeepsShare},
 		{"LearnWindowNeverShrinks", testLearnWindowNeverShrinks},
