@@ -27,7 +27,7 @@ type Directory struct {
 	// creds are the tenants' credentials by credentialKey, for the next
 	// reload to keep those whose configuration did not change.
 	creds map[string]credential.Credential
-	admin      [][32]byte // admin.token_sha256
+	admin [][32]byte // admin.token_sha256
 }
 
 // File returns the name the configuration was loaded from.
