@@ -339,7 +339,7 @@ func TestMetricsExist(t *testing.T) {
 		{"retrybroker_stream_bytes_total", nil, float64(len(streamBody))},
 	} {
 		if got := sampleValue(w.name, w.labels); got < w.min {
-			t.Errorf("%s%v = %v, want >= %v", w.name, w.labels, got, w.min)
+			t.Errorf("%s %v = %v, want >= %v", w.name, w.labels, got, w.min)
 		}
 	}
 	have := map[string]bool{}
