@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/providers"
+	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 )
 
@@ -194,5 +197,58 @@ func TestObserverClassifyClosure(t *testing.T) {
 	defer obs.mu.Unlock()
 	if obs.trips["observe/false"] != 1 || len(obs.closures) != 1 || obs.closures[0] != "hint=20s" {
 		t.Fatalf("round trips %v closures %v", obs.trips, obs.closures)
+	}
+}
+
+// heldStore is a memory store whose Admit holds the first held attempts
+// (as a gate whose learned quota is used does) and whose Complete fails.
+type heldStore struct {
+	store.Store
+	mu   sync.Mutex
+	held int
+}
+
+func (s *heldStore) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held > 0 {
+		s.held--
+		return store.Admission{Held: true, HeldFor: 50 * time.Millisecond}, nil
+	}
+	return s.Store.Admit(ctx, req)
+}
+
+func (s *heldStore) Complete(context.Context, store.CompleteRequest) (store.CompleteResult, error) {
+	return store.CompleteResult{}, errors.New("complete refused")
+}
+
+// TestObserverGateHeldAndFailedRoundTrip: each held admission is reported
+// (GateHeld) and each Admit is a round trip; a Complete that fails is a
+// failed round trip; the call still ends once, with its two attempts and
+// the two held polls and the hint's wait in its duration.
+func TestObserverGateHeldAndFailedRoundTrip(t *testing.T) {
+	up := newUpstream(t, reply{status: 503, kv: []string{"Retry-After", "1"}}, reply{status: 200}) // the hint makes a Complete needed
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	st := &heldStore{Store: mem, held: 2}
+	clock := engine.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	obs := newRecordingObserver()
+	r := engine.NewRunner(st, engine.WithClock(clock), engine.WithObserver(obs))
+	p := mustPolicy(t, nil)
+	res, err := r.Run(t.Context(), newCall(t, up.URL, "GET", p, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.held != 2 {
+		t.Errorf("GateHeld %d times, want 2", obs.held)
+	}
+	if obs.trips["admit/false"] != 4 || obs.trips["complete/true"] < 1 || obs.trips["complete/false"] != 0 {
+		t.Errorf("round trips %v, want 4 admits and only failed completes", obs.trips)
+	}
+	want := callEvent{"execute", engine.OutcomeSuccess, 2, time.Second + 100*time.Millisecond}
+	if res.Outcome != engine.OutcomeSuccess || len(obs.calls) != 1 || obs.calls[0] != want {
+		t.Errorf("outcome %s, CallDone %+v, want once %+v", res.Outcome, obs.calls, want)
 	}
 }
