@@ -46,8 +46,14 @@ type Metrics struct {
 	streamsOpen  prometheus.Gauge
 	streamBytes  prometheus.Counter
 	streamEnds   *prometheus.CounterVec
-	registry     *prometheus.Registry
-	statusText   [6]string
+	// Resolved series of the per-call events (no label hashing per call):
+	// by rpc (0 execute, 1 stream) and outcome, and by store op.
+	callBy     [2][]prometheus.Counter
+	attBy      [2]prometheus.Observer
+	timeBy     [2]prometheus.Observer
+	tripsBy    [len(storeOps)]tripSeries
+	registry   *prometheus.Registry
+	statusText [6]string
 	// storeDegraded is the last state SetStoreHealth reported.
 	storeDegraded atomic.Bool
 }
@@ -161,21 +167,19 @@ func New() *Metrics {
 	}
 	// Every bounded series exists from the start, so rates and alerts see
 	// a zero before the first event.
-	for _, rpc := range []string{rpcExecute, rpcStream} {
+	for i, rpc := range []string{rpcExecute, rpcStream} {
 		for _, o := range engine.Outcomes() {
-			m.calls.WithLabelValues(rpc, o.String())
+			m.callBy[i] = append(m.callBy[i], m.calls.WithLabelValues(rpc, o.String()))
 		}
-		m.callAttempts.WithLabelValues(rpc)
-		m.callTime.WithLabelValues(rpc)
+		m.attBy[i] = m.callAttempts.WithLabelValues(rpc)
+		m.timeBy[i] = m.callTime.WithLabelValues(rpc)
+	}
+	for i, op := range storeOps {
+		m.tripsBy[i] = tripSeries{m.trips.WithLabelValues(op, "ok"), m.trips.WithLabelValues(op, "error"), m.tripTime.WithLabelValues(op)}
 	}
 	for _, src := range []string{"hint", "quota"} {
 		m.closures.WithLabelValues(src)
 		m.holdTime.WithLabelValues(src)
-	}
-	for _, op := range []string{"admit", "complete", "observe"} {
-		m.trips.WithLabelValues(op, "ok")
-		m.trips.WithLabelValues(op, "error")
-		m.tripTime.WithLabelValues(op)
 	}
 	for _, e := range engine.BodyEnds()[1:] { // not unspecified: Stream never reports it
 		m.streamEnds.WithLabelValues(e.String())
@@ -222,20 +226,46 @@ const (
 	rpcStream  = "stream"
 )
 
+// storeOps are the op label values of StoreRoundTrip, as the engine names them.
+var storeOps = [...]string{"admit", "complete", "observe"}
+
+// tripSeries are one store op's series.
+type tripSeries struct {
+	ok, failed prometheus.Counter
+	latency    prometheus.Observer
+}
+
 // CallDone counts an ended call by rpc and outcome, and observes its
-// attempts and duration.
+// attempts and duration. An rpc other than "stream" counts as "execute"
+// (the engine names only these two: the labels stay bounded).
 func (m *Metrics) CallDone(rpc string, outcome engine.Outcome, attempts int, d time.Duration) {
-	if rpc != rpcStream {
-		rpc = rpcExecute // bounded: the engine names only these two
+	i := 0
+	if rpc == rpcStream {
+		i = 1
 	}
-	m.calls.WithLabelValues(rpc, outcome.String()).Inc()
-	m.callAttempts.WithLabelValues(rpc).Observe(float64(attempts))
-	m.callTime.WithLabelValues(rpc).Observe(d.Seconds())
+	if int(outcome) >= 0 && int(outcome) < len(m.callBy[i]) {
+		m.callBy[i][outcome].Inc()
+	} else {
+		m.calls.WithLabelValues([...]string{rpcExecute, rpcStream}[i], outcome.String()).Inc()
+	}
+	m.attBy[i].Observe(float64(attempts))
+	m.timeBy[i].Observe(d.Seconds())
 }
 
 // StoreRoundTrip counts a store call by op and result and observes its
 // latency.
 func (m *Metrics) StoreRoundTrip(op string, d time.Duration, failed bool) {
+	for i, o := range storeOps {
+		if o == op {
+			c := m.tripsBy[i].ok
+			if failed {
+				c = m.tripsBy[i].failed
+			}
+			c.Inc()
+			m.tripsBy[i].latency.Observe(d.Seconds())
+			return
+		}
+	}
 	result := "ok"
 	if failed {
 		result = "error"
