@@ -202,9 +202,11 @@ func TestPanelExpressionsParse(t *testing.T) {
 }
 
 // TestMetricsExist runs a real broker on Redis, sends calls that succeed,
-// retry on a 429's hint, fail with 503 until the breaker opens, and probe
-// it closed again, then scrapes /metrics and fails if a rule or a panel
-// names a metric the broker does not export.
+// retry on a 429's hint (which closes its gate), fail with 503 until the
+// breaker opens, and probe it closed again, and a streamed call, then
+// scrapes /metrics: the calls must show in the call, gate, store round
+// trip and stream metrics, and it fails if a rule or a panel names a
+// metric the broker does not export.
 func TestMetricsExist(t *testing.T) {
 	want := map[string][]string{} // metric name -> where it is used
 	rules, _ := ruleExprs(t)
@@ -227,6 +229,8 @@ func TestMetricsExist(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 		case r.URL.Path == "/down":
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case r.URL.Path == "/stream":
+			_, _ = io.WriteString(w, streamBody)
 		}
 	}))
 	t.Cleanup(up.Close)
@@ -263,10 +267,80 @@ func TestMetricsExist(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // the breaker's open_for passing: real time in a real process
 	}
 
+	// A streamed call, whose body completes.
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+apiKey), 30*time.Second)
+	defer cancel()
+	st, err := b.client.ExecuteStream(ctx, &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/stream"}})
+	if err != nil {
+		t.Fatalf("ExecuteStream: %v", err)
+	}
+	var streamed int
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ExecuteStream: %v", err)
+		}
+		streamed += len(m.GetChunk())
+	}
+	if streamed != len(streamBody) {
+		t.Fatalf("streamed %d bytes, want %d", streamed, len(streamBody))
+	}
+
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(b.scrape(t)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// sampleValue is the value of the sample of metric name whose labels
+	// include labels: a counter's or gauge's value, a histogram's
+	// observation count; -1 when there is none.
+	sampleValue := func(name string, labels map[string]string) float64 {
+	next:
+		for _, m := range fams[name].GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return -1
+	}
+	// What the calls above must have moved: each call by its outcome, the
+	// 429's closure of its gate, the Redis round trips, the stream.
+	for _, w := range []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{"retrybroker_calls_total", map[string]string{"rpc": "execute", "outcome": "success"}, 2},
+		{"retrybroker_calls_total", map[string]string{"rpc": "stream", "outcome": "success"}, 1},
+		{"retrybroker_call_attempts", map[string]string{"rpc": "execute"}, 2},
+		{"retrybroker_call_duration_seconds", map[string]string{"rpc": "stream"}, 1},
+		{"retrybroker_gate_closures_total", map[string]string{"source": "hint"}, 1},
+		{"retrybroker_gate_hold_seconds", map[string]string{"source": "hint"}, 1},
+		{"retrybroker_store_round_trips_total", map[string]string{"op": "admit", "result": "ok"}, 3},
+		{"retrybroker_store_round_trip_seconds", map[string]string{"op": "complete"}, 1},
+		{"retrybroker_stream_ends_total", map[string]string{"reason": "complete"}, 1},
+		{"retrybroker_stream_bytes_total", nil, float64(len(streamBody))},
+	} {
+		if got := sampleValue(w.name, w.labels); got < w.min {
+			t.Errorf("%s %v = %v, want >= %v", w.name, w.labels, got, w.min)
+		}
 	}
 	have := map[string]bool{}
 	for name, f := range fams {
@@ -292,6 +366,9 @@ func TestMetricsExist(t *testing.T) {
 }
 
 const apiKey = "deploy-test-key"
+
+// streamBody is what the upstream streams on /stream.
+const streamBody = "data: one\n\ndata: two\n\n"
 
 // broker is a real broker process on loopback.
 type broker struct {

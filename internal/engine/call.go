@@ -179,12 +179,17 @@ func (s *callState) admit() (store.Admission, bool, error) {
 		}
 		now := clock.Now()
 		sctx, cancel := s.r.storeContext(s.ctx)
+		began := time.Now() // real time: the round trip's latency is a measurement
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
 			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.deadline.Sub(now),
 			FirstAttempt: s.n == 1, Budget: p.Budget, Learning: p.Learning, Breaker: p.Breaker,
 			FailClosed: p.FailClosed, Now: now,
 		})
 		cancel()
+		s.r.observer.StoreRoundTrip("admit", time.Since(began), err != nil)
+		if err == nil && adm.Held {
+			s.r.observer.GateHeld()
+		}
 		if err != nil {
 			g.leave(w, true, time.Time{}, "", now)
 			if s.caller.Err() != nil {
@@ -662,10 +667,12 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 	}
 	sctx, cancel := s.r.storeContext(context.WithoutCancel(s.ctx))
 	defer cancel()
+	now, began := s.r.clock.Now(), time.Now()
 	out, err := s.r.store.Complete(sctx, store.CompleteRequest{
 		Gate: s.gate, Ticket: adm.Ticket, Obs: obs, Result: result, SpendRetry: spend, Budget: p.Budget,
-		Learning: p.Learning, Breaker: p.Breaker, MaxGate: p.MaxGate, FailClosed: p.FailClosed, Now: s.r.clock.Now(),
+		Learning: p.Learning, Breaker: p.Breaker, MaxGate: p.MaxGate, FailClosed: p.FailClosed, Now: now,
 	})
+	s.r.observer.StoreRoundTrip("complete", time.Since(began), err != nil)
 	s.r.events.signal(s.gate)
 	if err != nil {
 		s.r.observer.StoreError("complete")
@@ -673,6 +680,9 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 	}
 	if out.BreakerChange != store.BreakerUnchanged {
 		s.r.observer.BreakerChange(out.BreakerChange)
+	}
+	if src, hold, ok := gateClosure(obs, out.GateClosedUntil, now); ok {
+		s.r.observer.GateClosed(src, hold)
 	}
 	return out.RetryAllowed || !spend
 }

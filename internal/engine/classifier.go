@@ -134,6 +134,24 @@ func maybeSent(t TransportError) bool {
 	return false
 }
 
+// gateClosure reports whether an observation recorded at now closed its
+// gate, as the store answered (closedUntil, zero = open): by the
+// response's hint ("hint"), or by its reported quota being used up
+// ("quota"), and for how long from now. A gate the store keeps open (or
+// closed only by earlier news) is no closure.
+func gateClosure(obs store.Observation, closedUntil, now time.Time) (source string, hold time.Duration, ok bool) {
+	if !closedUntil.After(now) {
+		return "", 0, false
+	}
+	switch {
+	case !obs.CloseUntil.IsZero():
+		return "hint", closedUntil.Sub(now), true
+	case obs.HasQuota && obs.Remaining <= 0 && obs.Reset.After(now):
+		return "quota", closedUntil.Sub(now), true
+	}
+	return "", 0, false
+}
+
 // holdOf returns how long a gate's state keeps a caller at now from sending
 // and why: its closed gate, or else its open breaker. Zero means open.
 func holdOf(st store.GateStatus, now time.Time) (time.Duration, Reason) {
@@ -211,11 +229,13 @@ func (c *Classifier) Classify(ctx context.Context, cl *Classification) (Decision
 		return a.Decision, nil
 	}
 	sctx, cancel := c.storeContext(ctx)
+	began := time.Now() // real time: the round trip's latency is a measurement
 	st, err := c.store.Observe(sctx, store.ObserveRequest{
 		Gate: cl.Destination.gateKey(p), Obs: a.Obs, Result: a.Result,
 		Learning: p.Learning, Breaker: p.Breaker, MaxGate: p.MaxGate, FailClosed: p.FailClosed, Now: now,
 	})
 	cancel()
+	c.observer.StoreRoundTrip("observe", time.Since(began), err != nil)
 	if err != nil {
 		c.observer.StoreError("observe")
 		if p.FailClosed {
@@ -225,6 +245,9 @@ func (c *Classifier) Classify(ctx context.Context, cl *Classification) (Decision
 	}
 	if st.BreakerChange != store.BreakerUnchanged {
 		c.observer.BreakerChange(st.BreakerChange)
+	}
+	if src, hold, ok := gateClosure(a.Obs, st.ClosedUntil, now); ok {
+		c.observer.GateClosed(src, hold)
 	}
 	hold, reason := holdOf(st, now)
 	return p.applyHold(a.Decision, hold, reason, in.Now, in.Deadline), nil

@@ -102,6 +102,35 @@ type Observer interface {
 	// BreakerChange is called when a completion or an observation changed
 	// its gate's failure breaker.
 	BreakerChange(c store.BreakerChange)
+	// CallDone is called once when a call ends: rpc is "execute" (Run) or
+	// "stream" (Stream); outcome is the call's (OutcomeUnspecified when it
+	// ended with an error before any outcome: a refused destination,
+	// pacing, the body budget, a fail-closed store); attempts is the number
+	// of attempts sent; d is how long the call took by the runner's clock,
+	// waits (and a streamed body) included.
+	CallDone(rpc string, outcome Outcome, attempts int, d time.Duration)
+	// StoreRoundTrip is called after each store call the engine makes (op:
+	// "admit", "complete", "observe") with its latency in real time
+	// (time.Since, not the runner's clock: it is a measurement) and whether
+	// it failed.
+	StoreRoundTrip(op string, d time.Duration, failed bool)
+	// GateClosed is called when a response closed its gate (a completion
+	// or an observation whose gate is closed afterwards): source is "hint"
+	// (the response's retry hint) or "quota" (its reported quota is used
+	// up); hold is how long the gate stays closed from now.
+	GateClosed(source string, hold time.Duration)
+	// GateHeld is called when the store held an attempt
+	// (store.Admission.Held): the gate's learned quota for its epoch is
+	// used and its probe is in flight, or its half-open breaker's probe is.
+	GateHeld()
+	// StreamOpen is called with +1 when a streamed body starts (its head
+	// was sent to the caller) and -1 when it ends.
+	StreamOpen(delta int)
+	// StreamBytes is called with the body bytes each chunk gave the caller.
+	StreamBytes(n int)
+	// StreamEnd is called once when a Stream call ends, with how its body
+	// ended (BodyEndNoResponse when there was no final response).
+	StreamEnd(end BodyEnd)
 }
 
 // CredentialObserver is what an Observer may also implement to hear of
@@ -134,6 +163,27 @@ func (NopObserver) StoreError(string) {}
 
 // BreakerChange does nothing.
 func (NopObserver) BreakerChange(store.BreakerChange) {}
+
+// CallDone does nothing.
+func (NopObserver) CallDone(string, Outcome, int, time.Duration) {}
+
+// StoreRoundTrip does nothing.
+func (NopObserver) StoreRoundTrip(string, time.Duration, bool) {}
+
+// GateClosed does nothing.
+func (NopObserver) GateClosed(string, time.Duration) {}
+
+// GateHeld does nothing.
+func (NopObserver) GateHeld() {}
+
+// StreamOpen does nothing.
+func (NopObserver) StreamOpen(int) {}
+
+// StreamBytes does nothing.
+func (NopObserver) StreamBytes(int) {}
+
+// StreamEnd does nothing.
+func (NopObserver) StreamEnd(BodyEnd) {}
 
 // Runner defaults.
 const (
@@ -438,10 +488,12 @@ func (c *Call) destination() Destination {
 func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	r.observer.InFlight(1)
 	defer r.observer.InFlight(-1)
+	start := r.clock.Now()
 	s := r.newCall(ctx, c)
 	defer s.cancel()
 	res, err := s.run()
 	s.keepBodies(res)
+	r.observer.CallDone("execute", res.Outcome, len(res.Attempts), r.clock.Now().Sub(start))
 	return res, err
 }
 

@@ -148,6 +148,7 @@ var (
 func (r *Runner) Stream(ctx context.Context, c *Call, sink StreamSink) (*StreamResult, error) {
 	r.observer.InFlight(1)
 	defer r.observer.InFlight(-1)
+	start := r.clock.Now()
 	s := r.newCall(ctx, c)
 	defer s.cancel()
 	st := &streamState{sink: sink, limits: c.Policy.Stream}
@@ -160,6 +161,8 @@ func (r *Runner) Stream(ctx context.Context, c *Call, sink StreamSink) (*StreamR
 	if out.BodyEnd == BodyEndUnspecified {
 		out.BodyEnd = BodyEndNoResponse
 	}
+	r.observer.StreamEnd(out.BodyEnd)
+	r.observer.CallDone("stream", out.Outcome, len(out.Attempts), r.clock.Now().Sub(start))
 	return out, err
 }
 
@@ -242,6 +245,8 @@ func (st *streamState) body(s *callState, at *attempt, f *FinalResponse) {
 		return
 	}
 	st.headSent = true
+	s.r.observer.StreamOpen(1)
+	defer s.r.observer.StreamOpen(-1)
 	if lim := st.limits.MaxDuration; lim > 0 {
 		t := time.AfterFunc(lim, func() { st.cancel(errStreamDuration) })
 		defer t.Stop()
@@ -282,6 +287,7 @@ func (st *streamState) send(s *callState, p []byte) bool {
 		p = p[:lim-st.bytes]
 		if len(p) > 0 && st.sink.Chunk(p) == nil {
 			st.bytes += int64(len(p))
+			s.r.observer.StreamBytes(len(p))
 		}
 		st.end = BodyEndSizeLimit
 		st.errMsg = "the body is larger than the stream's byte limit"
@@ -295,6 +301,7 @@ func (st *streamState) send(s *callState, p []byte) bool {
 		return false
 	}
 	st.bytes += int64(len(p))
+	s.r.observer.StreamBytes(len(p))
 	return true
 }
 

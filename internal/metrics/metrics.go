@@ -38,6 +38,8 @@ type Metrics struct {
 	creds      *credentialMetrics
 	// storeDegraded is the last state SetStoreHealth reported.
 	storeDegraded atomic.Bool
+
+	ops *opsMetrics // calls, gates, store round trips, streams (calls.go)
 }
 
 // New registers the broker's collectors (and the Go and process
@@ -103,6 +105,8 @@ func New() *Metrics {
 	m.registry.MustRegister(m.creds.collectors()...)
 	m.registry.MustRegister(m.attempts, m.retries, m.delays, m.hints, m.inFlight, m.waiting, m.degraded, m.probes, m.storeErrs, m.breakers, m.problem, m.changes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.ops = newOpsMetrics()
+	m.registry.MustRegister(m.ops.collectors()...)
 	return m
 }
 
