@@ -177,8 +177,11 @@ func credentialsYAML(secrets map[string]string, tokenURL string) []byte {
 	b.WriteString("    policies:\n")
 	fmt.Fprintf(&b, "      %s: {allow_destinations: [\"127.0.0.1/32\"]}\n", credPolicyNone)
 	for _, p := range [][2]string{
-		{credPolicyHeader, "bench-header"}, {credPolicyOAuth2, "bench-oauth2"}, {credPolicySigV4, "bench-sigv4"},
-		{credPolicyHMAC, "bench-hmac"}, {credPolicyEd25519, "bench-ed25519"},
+		{credPolicyHeader, "bench-header"},
+		{credPolicyOAuth2, "bench-oauth2"},
+		{credPolicySigV4, "bench-sigv4"},
+		{credPolicyHMAC, "bench-hmac"},
+		{credPolicyEd25519, "bench-ed25519"},
 	} {
 		fmt.Fprintf(&b, "      %s: {allow_destinations: [\"127.0.0.1/32\"], credential: %s}\n", p[0], p[1])
 	}
@@ -285,16 +288,26 @@ func (s *suite) credentialsRun(ctx context.Context, p CredentialsParams) (*Crede
 		a, b   variant
 		method string
 	}{
-		{row: CredentialRow{Name: "header credential (value_file), GET", Kind: "header", Target: 0.97},
-			a: execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, header", credPolicyHeader, "GET", nil)},
-		{row: CredentialRow{Name: "oauth2_client_credentials, cached token, GET", Kind: "oauth2_client_credentials", Target: 0.95},
-			a: execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, oauth2 (cached)", credPolicyOAuth2, "GET", nil)},
-		{row: CredentialRow{Name: "aws_sigv4, " + bodyLabel, Kind: "aws_sigv4", Target: 0.90},
-			a: execute(bodyLabel+", no credential", credPolicyNone, "PUT", body), b: execute(bodyLabel+", aws_sigv4", credPolicySigV4, "PUT", body)},
-		{row: CredentialRow{Name: "http_signature hmac-sha256, GET", Kind: "http_signature"},
-			a: execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, hmac-sha256", credPolicyHMAC, "GET", nil)},
-		{row: CredentialRow{Name: "http_signature ed25519, GET", Kind: "http_signature"},
-			a: execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, ed25519", credPolicyEd25519, "GET", nil)},
+		{
+			row: CredentialRow{Name: "header credential (value_file), GET", Kind: "header", Target: 0.97},
+			a:   execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, header", credPolicyHeader, "GET", nil),
+		},
+		{
+			row: CredentialRow{Name: "oauth2_client_credentials, cached token, GET", Kind: "oauth2_client_credentials", Target: 0.95},
+			a:   execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, oauth2 (cached)", credPolicyOAuth2, "GET", nil),
+		},
+		{
+			row: CredentialRow{Name: "aws_sigv4, " + bodyLabel, Kind: "aws_sigv4", Target: 0.90},
+			a:   execute(bodyLabel+", no credential", credPolicyNone, "PUT", body), b: execute(bodyLabel+", aws_sigv4", credPolicySigV4, "PUT", body),
+		},
+		{
+			row: CredentialRow{Name: "http_signature hmac-sha256, GET", Kind: "http_signature"},
+			a:   execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, hmac-sha256", credPolicyHMAC, "GET", nil),
+		},
+		{
+			row: CredentialRow{Name: "http_signature ed25519, GET", Kind: "http_signature"},
+			a:   execute("GET, no credential", credPolicyNone, "GET", nil), b: execute("GET, ed25519", credPolicyEd25519, "GET", nil),
+		},
 	}
 	var errs []error
 	c := p.Concurrency

@@ -4,8 +4,10 @@
 // many calls reach an upstream during an outage (go-retryablehttp callers,
 // a broker without and with its failure breaker), and what it costs to go
 // through it (against an empty gRPC handler, a minimal forwarder and direct
-// HTTP), plus parked-call memory, scale figures and streaming
-// (ExecuteStream memory, throughput and time to first byte).
+// HTTP), plus parked-call memory, scale figures, streaming
+// (ExecuteStream memory, throughput and time to first byte) and the cost of
+// broker-held credentials (Execute with each kind against the same broker
+// without one, bench/suite/credentials.go).
 //
 // The brokers of the quota and outage scenarios run with --config files the
 // suite writes (bench/suite/brokerconfig.go) and checks first with
