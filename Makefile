@@ -147,7 +147,7 @@ fuzz:
 	  done; \
 	done
 
-## bench: micro-benchmarks, then the suite (quota citizenship, overhead, parked calls, scale),
+## bench: micro-benchmarks, then the suite (quota citizenship, overhead, credentials, parked calls, scale),
 ## which writes docs/benchmarks.md and docs/benchmarks/*.png
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/... ./clients/...

@@ -179,6 +179,7 @@ func (r *Report) Targets() []Target {
 			},
 		)
 	}
+	out = append(out, r.credentialsTargets()...)
 	return append(out, r.redisTargets()...)
 }
 
@@ -595,6 +596,7 @@ func (r *Report) Markdown() string {
 		{"Parked calls", r.ParkedTable(), len(r.Parked) > 0},
 		{"Scale", r.ScaleTables(), len(r.Config)+len(r.RedisOps) > 0},
 		{"Streaming", r.StreamTables(), r.Stream != nil},
+		{"Broker-held credentials", r.CredentialsTable(), r.Credentials != nil},
 	}
 	for _, s := range sections {
 		if s.show {
@@ -618,6 +620,7 @@ func (r *Report) Findings() []string {
 	out = append(out, r.herdFindings()...)
 	out = append(out, r.outageFindings()...)
 	out = append(out, r.redisFindings()...)
+	out = append(out, r.credentialsFindings()...)
 	for _, c := range r.Overhead.Concurrency {
 		x, ok := r.ThroughputRatio(VarExecute, VarForwarder, c)
 		if !ok || x >= executeTarget(c) {

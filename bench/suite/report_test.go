@@ -476,3 +476,48 @@ func TestHoldStats(t *testing.T) {
 		t.Error("holdStats(nil) is not zero")
 	}
 }
+
+// TestCredentialsTargets checks how the credentials rows are judged: the
+// median of the per-round ratios against each row's target, a row without
+// a target reported but not judged, and the token request count.
+func TestCredentialsTargets(t *testing.T) {
+	res := func(rounds ...float64) OverheadResult {
+		o := OverheadResult{RoundThroughput: rounds}
+		for _, x := range rounds {
+			o.Throughput += x / float64(len(rounds))
+		}
+		return o
+	}
+	r := &Report{Credentials: &CredentialsReport{
+		Params: CredentialsParams{Concurrency: 16}, Brokers: 1, TokenRequests: 2,
+		Rows: []CredentialRow{
+			{Name: "header credential (value_file), GET", Target: 0.97, Without: res(1000, 1000, 1000), With: res(980, 990, 500)},
+			{Name: "aws_sigv4, PUT 1.0 KiB", Target: 0.90, Without: res(1000, 1000, 1000), With: res(800, 850, 2000)},
+			{Name: "http_signature ed25519, GET", Without: res(1000), With: res(100)},
+		},
+	}}
+	targets := r.Targets()
+	if got := met(t, targets, "header credential", "≥ 97%"); got != "yes" { // median 98%, although the totals say 82%
+		t.Errorf("header: %q, want yes", got)
+	}
+	if got := met(t, targets, "aws_sigv4", "≥ 90%"); got != "**no**" { // median 85%, although the totals say 122%
+		t.Errorf("sigv4: %q, want **no**", got)
+	}
+	if got := met(t, targets, "1 token request per broker process"); got != "**no**" {
+		t.Errorf("token requests: %q, want **no**", got)
+	}
+	for _, x := range targets {
+		if strings.Contains(x.Name, "ed25519") {
+			t.Errorf("a row without a target is judged: %+v", x)
+		}
+	}
+	if f := strings.Join(r.Findings(), "\n"); !strings.Contains(f, "aws_sigv4, PUT 1.0 KiB: 85.0% of Execute without (target 90%)") || strings.Contains(f, "header credential") {
+		t.Errorf("findings:\n%s", f)
+	}
+	tab := r.CredentialsTable()
+	for _, want := range []string{"| header credential (value_file), GET | 1000 | 823 | 98.0% (82.3%) | ≥ 97% | yes |", "| http_signature ed25519, GET | 1000 | 100 | 10.0% (10.0%) | – | (no target) |"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+}

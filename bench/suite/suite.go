@@ -4,8 +4,10 @@
 // many calls reach an upstream during an outage (go-retryablehttp callers,
 // a broker without and with its failure breaker), and what it costs to go
 // through it (against an empty gRPC handler, a minimal forwarder and direct
-// HTTP), plus parked-call memory, scale figures and streaming
-// (ExecuteStream memory, throughput and time to first byte).
+// HTTP), plus parked-call memory, scale figures, streaming
+// (ExecuteStream memory, throughput and time to first byte) and the cost of
+// broker-held credentials (Execute with each kind against the same broker
+// without one, bench/suite/credentials.go).
 //
 // The brokers of the quota and outage scenarios run with --config files the
 // suite writes (bench/suite/brokerconfig.go) and checks first with
@@ -74,7 +76,7 @@ type Options struct {
 	// scenarios to these styles.
 	Styles []string
 	// Only, when not empty, limits the run to these scenarios: "quota",
-	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream".
+	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials".
 	Only []string
 }
 
@@ -100,6 +102,9 @@ type Report struct {
 	// Stream is the streaming scenario (ExecuteStream memory, throughput,
 	// time to first byte); nil when it did not run.
 	Stream *StreamReport
+	// Credentials is issue 19's overhead rows (broker-held credentials);
+	// nil when the scenario did not run.
+	Credentials *CredentialsReport
 	// Herd, HerdRes and RollingRes are the herd scenario (issue 18) and
 	// its rolling restart.
 	Herd       HerdParams
@@ -397,6 +402,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Errors = append(rep.Errors, "stream: "+err.Error())
 		}
 	}
+	if want("credentials") && ctx.Err() == nil {
+		res, err := s.credentialsRun(ctx, credentialsParams(o.Quick))
+		rep.Credentials = res
+		if err != nil {
+			rep.Errors = append(rep.Errors, "credentials: "+err.Error())
+		}
+	}
 	if want("scale") && ctx.Err() == nil {
 		rr, err := s.redisOpsRun(ctx, sp)
 		rep.RedisOps = rr
@@ -430,7 +442,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // Scenarios lists the scenario names Options.Only accepts, in run order.
 // "stream" is the streaming scenario, added on main beside these (its own
 // files); it is listed here so that naming it is never refused.
-var Scenarios = []string{"scale", "quota", "herd", "rolling", "outage", "overhead", "parked", "stream"}
+var Scenarios = []string{"scale", "quota", "herd", "rolling", "outage", "overhead", "parked", "stream", "credentials"}
 
 // filterHerd keeps the cases of the styles named (all when none is).
 func filterHerd(cases []HerdCase, styles []string) []HerdCase {

@@ -172,9 +172,12 @@ func TestQuickRun(t *testing.T) {
 		t.Error("stream throughput ratio not measured")
 	}
 
+	checkCredentials(t, rep)
+
 	md := rep.Markdown()
 	for _, want := range []string{
 		"### Targets", "| target | measured | met |",
+		"### Broker-held credentials", "| aws_sigv4, PUT 1.0 KiB |", "Execute with header credential (value_file), GET ≥ 97% of Execute without, concurrency 16",
 		"### Quota citizenship", "| style | row |", "| github | a |", "| github | b |", "| retry-after | b |", "| retry-after | c | 3 brokers, shared Redis | 100 |",
 		"### Outage", "| a | – |", "| broker, no breaker | `breaker: {disabled: true}` |", "| broker, breaker | `breaker: {",
 		"outage: with the breaker, the first success comes",
@@ -197,7 +200,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "## 7. A herd", "benchmarks/herd-refusals-github.png", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
+	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "## 7. A herd", "## 8. Broker-held credentials", "benchmarks/herd-refusals-github.png", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("%s lacks %q", doc, want)
 		}
@@ -212,6 +215,79 @@ func TestQuickRun(t *testing.T) {
 		_ = f.Close()
 		if err != nil || cfg.Width < 100 || cfg.Height < 100 {
 			t.Errorf("%s: not a chart (%v, %dx%d)", name, err, cfg.Width, cfg.Height)
+		}
+	}
+}
+
+// checkCredentials checks the credentials scenario's rows: every row
+// measured both variants without errors, and the token endpoint answered
+// one request per broker process (the OAuth2 row measured the cached path).
+func checkCredentials(t *testing.T, rep *suite.Report) {
+	t.Helper()
+	cr := rep.Credentials
+	if cr == nil {
+		t.Fatal("no credentials results")
+	}
+	if len(cr.Rows) != 5 || cr.Params.Concurrency != 16 {
+		t.Errorf("credentials: %d rows at concurrency %d, want 5 at 16", len(cr.Rows), cr.Params.Concurrency)
+	}
+	targets := 0
+	for _, r := range cr.Rows {
+		if r.Without.Calls == 0 || r.With.Calls == 0 || r.Without.Errors+r.With.Errors > 0 {
+			t.Errorf("credentials row %q: %d/%d calls, %d/%d errors", r.Name, r.Without.Calls, r.With.Calls, r.Without.Errors, r.With.Errors)
+		}
+		if _, ok := r.Share(); !ok {
+			t.Errorf("credentials row %q: no share", r.Name)
+		}
+		if r.Target > 0 {
+			targets++
+		}
+	}
+	if targets != 3 {
+		t.Errorf("credentials: %d rows with a target, want 3 (header, oauth2, sigv4)", targets)
+	}
+	if cr.Brokers != 1 || cr.TokenRequests != 1 {
+		t.Errorf("credentials: %d token requests for %d brokers, want 1 for 1", cr.TokenRequests, cr.Brokers)
+	}
+}
+
+// TestQuickCredentials runs the credentials scenario alone, as
+// `benchsuite -only credentials` does, and checks its rows, its targets and its section of
+// the document. It asserts no performance figure.
+func TestQuickCredentials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a broker process")
+	}
+	root := repoRoot(t)
+	bin := brokerBin(t, root)
+	doc := filepath.Join(t.TempDir(), "credentials.md")
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := suite.Run(ctx, suite.Options{
+		Quick: true, BrokerBin: bin, ModuleRoot: root, DocPath: doc, Only: []string{"credentials"},
+		Command: "go run ./bench/cmd/benchsuite -quick -only credentials", Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if len(rep.Errors) > 0 {
+		t.Fatalf("scenario errors: %q\n%s", rep.Errors, log.String())
+	}
+	checkCredentials(t, rep)
+	if len(rep.OverRes)+len(rep.QuotaRes) > 0 || rep.Stream != nil {
+		t.Error("-only credentials ran other scenarios")
+	}
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## 8. Broker-held credentials", "| header credential (value_file), GET |", "| oauth2_client_credentials, cached token, GET |",
+		"| http_signature ed25519, GET |", "oauth2_client_credentials, cached token: 1 token request per broker process (1 process) | 1 | yes |",
+	} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("%s lacks %q:\n%s", doc, want, data)
 		}
 	}
 }

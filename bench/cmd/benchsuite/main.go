@@ -7,6 +7,7 @@
 //	go run ./bench/cmd/benchsuite -quick        # a smoke run (about a minute)
 //	go run ./bench/cmd/benchsuite -only herd    # issue 18's herd rows (about 3 minutes)
 //	go run ./bench/cmd/benchsuite -only rolling # the rolling restart (about 75 s)
+//	go run ./bench/cmd/benchsuite -only credentials -doc /tmp/cred.md -charts "" # issue 19's overhead rows
 //
 // All traffic stays on 127.0.0.1. It needs go (to build ./cmd/broker,
 // unless -broker is given) and redis-server on PATH.
@@ -31,7 +32,7 @@ func main() {
 	redisBin := flag.String("redis-server", "", "redis-server binary of the single server (default: from PATH; the cluster and Sentinel nodes always use the one on PATH)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown report to write (empty: none)")
 	charts := flag.String("charts", "docs/benchmarks", "directory for the PNG charts (empty: none)")
-	only := flag.String("only", "", "comma-separated scenarios to run: quota, herd, rolling, outage, overhead, parked, scale, stream (default: all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: quota, herd, rolling, outage, overhead, parked, scale, stream, credentials (default: all)")
 	styles := flag.String("styles", "", "comma-separated provider styles for the quota, herd and rolling scenarios: github, azure, jira, retry-after (default: all; herd and rolling run github and retry-after)")
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "stop the run after this long")
