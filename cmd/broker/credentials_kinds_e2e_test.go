@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/dunglas/httpsfv"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/credential/credtest"
@@ -522,5 +524,32 @@ func TestCredentialKindsHTTPSignatureRetry(t *testing.T) {
 	}
 	if created[1] < created[0]+2 {
 		t.Fatalf("created %d then %d: want a fresh one at least 2s later", created[0], created[1])
+	}
+}
+
+// TestCredentialKindsHTTPSignatureMissingComponent: an http_signature
+// credential whose configured components include content-type refuses a
+// call without that header with INVALID_ARGUMENT naming the credential
+// and the component (RFC 9421 2.5: the signer fails rather than leave it
+// out); nothing is sent. With the header the call is signed and sent.
+func TestCredentialKindsHTTPSignatureMissingComponent(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "hmac")
+	writeFileAtomic(t, key, "0123456789abcdef0123456789abcdef")
+	up := newHeaderUpstream(t)
+	p := startProc(t, "--config", writeConfig(t, credBrokerConfig(
+		"      api: {kind: http_signature, algorithm: hmac-sha256, key_id: k1, key_file: "+key+
+			", components: [\"@method\", \"@target-uri\", \"content-type\"]}\n", loopbackPolicy)))
+
+	_, err := p.executeCred(t, "", up.URL+"/x")
+	msg := status.Convert(err).Message()
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, "credential api") || !strings.Contains(msg, `"content-type"`) {
+		t.Fatalf("without Content-Type: %v; want INVALID_ARGUMENT naming the credential and the component", err)
+	}
+	if up.count() != 0 {
+		t.Fatalf("the upstream received %d requests", up.count())
+	}
+	res, err := p.executeCred(t, "", up.URL+"/x", "Content-Type", "application/json")
+	if err != nil || res.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS || !strings.Contains(up.last("Signature-Input"), `"content-type"`) {
+		t.Fatalf("with Content-Type: %v %v, Signature-Input %q", err, res.GetOutcome(), up.last("Signature-Input"))
 	}
 }
