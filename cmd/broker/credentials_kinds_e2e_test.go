@@ -41,18 +41,22 @@ import (
 type tokenCounter struct {
 	*httptest.Server
 	n atomic.Int64
+	// delay holds each token request this long before forwarding it, as
+	// a remote token endpoint would: the window in which concurrent
+	// callers find the cache empty.
+	delay time.Duration
 }
 
 // TokenURL is the token endpoint through the proxy.
 func (c *tokenCounter) TokenURL() string { return c.URL + "/oauth2/token" }
 
-func newTokenCounter(t *testing.T, h *credtest.Hydra) *tokenCounter {
+func newTokenCounter(t *testing.T, h *credtest.Hydra, delay time.Duration) *tokenCounter {
 	t.Helper()
 	target, err := url.Parse(strings.TrimSuffix(h.TokenURL, "/oauth2/token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &tokenCounter{}
+	c := &tokenCounter{delay: delay}
 	rp := &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport: credtest.LoopbackClient().Transport,
@@ -60,6 +64,7 @@ func newTokenCounter(t *testing.T, h *credtest.Hydra) *tokenCounter {
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/oauth2/token" {
 			c.n.Add(1)
+			time.Sleep(c.delay)
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -139,7 +144,7 @@ const loopbackPolicy = "      default: {credential: api, allow_destinations: [\"
 // token is inactive by then.
 func TestCredentialKindsOAuth2RetryCarriesNewToken(t *testing.T) {
 	h := credtest.StartHydra(t, credtest.HydraConfig{AccessTokenTTL: 2 * time.Second})
-	tc := newTokenCounter(t, h)
+	tc := newTokenCounter(t, h, 0)
 	up := newIntrospectingUpstream(t, h, unavailableFor(3))
 	p := startProc(t, "--config", writeConfig(t, credBrokerConfig(oauth2Creds(h, tc.TokenURL()), loopbackPolicy)))
 
@@ -171,11 +176,17 @@ func TestCredentialKindsOAuth2RetryCarriesNewToken(t *testing.T) {
 
 // TestCredentialKindsOAuth2ThousandConcurrentOneFetch: 1,000 concurrent
 // Executes, released together behind a barrier, with an empty token
-// cache, make exactly one token request at hydra, and all succeed.
+// cache, make exactly one token request at hydra, and all succeed. The
+// token endpoint is held 500 ms (a remote one's round trip), and the
+// policy lets all 1,000 reach the credential at once: learning off (its
+// first-window scout and slow start would otherwise send them a few at a
+// time) and a 64 KiB max_response_body (the body budget then admits 4,096
+// calls at once, not 64). With every caller starting its own request
+// instead of sharing one, this test fails (checked: 64+ requests).
 func TestCredentialKindsOAuth2ThousandConcurrentOneFetch(t *testing.T) {
 	const calls = 1000
 	h := credtest.StartHydra(t, credtest.HydraConfig{})
-	tc := newTokenCounter(t, h)
+	tc := newTokenCounter(t, h, 500*time.Millisecond)
 	var served atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
@@ -185,7 +196,7 @@ func TestCredentialKindsOAuth2ThousandConcurrentOneFetch(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	p := startProc(t, "--config", writeConfig(t, credBrokerConfig(oauth2Creds(h, tc.TokenURL()),
-		"      default: {credential: api, max_retries: 0, attempt_timeout: 2m, total_timeout: 5m, budget: {disabled: true}, allow_destinations: [\"127.0.0.1/32\"]}\n")))
+		"      default: {credential: api, max_retries: 0, attempt_timeout: 2m, total_timeout: 5m, budget: {disabled: true}, learning: {disabled: true}, max_response_body: 64KiB, allow_destinations: [\"127.0.0.1/32\"]}\n")))
 
 	ctx, cancel := context.WithTimeout(withKey(context.Background(), credTenantKey), 5*time.Minute)
 	defer cancel()
@@ -237,7 +248,7 @@ func TestCredentialKindsOAuth2ThousandConcurrentOneFetch(t *testing.T) {
 // more token request.
 func TestCredentialKindsOAuth2RevokedTokenRepeatsOnce(t *testing.T) {
 	h := credtest.StartHydra(t, credtest.HydraConfig{})
-	tc := newTokenCounter(t, h)
+	tc := newTokenCounter(t, h, 0)
 	up := newIntrospectingUpstream(t, h)
 	p := startProc(t, "--config", writeConfig(t, credBrokerConfig(oauth2Creds(h, tc.TokenURL()), loopbackPolicy)))
 
