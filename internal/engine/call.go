@@ -380,6 +380,16 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 		if p.Credential != nil {
 			// Last: a signature covers the final headers.
 			if at.stamp, err = p.Credential.Apply(actx, req, s.cred); err != nil {
+				if credential.IsComponentError(err) {
+					// The caller's request cannot be signed (a covered
+					// header it lacks): its error, not the credential's.
+					_ = s.complete(adm, store.Observation{}, store.ResultNone, false) // not sent: give it back
+					at.rec.Duration = r.clock.Now().Sub(at.rec.Start)
+					at.rec.Decision = Decision{Action: ActionDoNotRetry}
+					at.rec.Error = err.Error()
+					at.end()
+					return at, err
+				}
 				s.credentialFailed(&at, err)
 				return at, errNotSent
 			}

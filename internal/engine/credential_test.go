@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +236,41 @@ func TestStreamCredential(t *testing.T) {
 	if err != nil || res.Outcome != engine.OutcomeCredentialsUnavailable || res.HeadSent || up.count() != n ||
 		res.BodyEnd != engine.BodyEndNoResponse || !strings.Contains(res.Error, "credential k unavailable: no token") {
 		t.Fatalf("%v outcome %s head %v sent %d end %s error %q", err, res.Outcome, res.HeadSent, up.count()-n, res.BodyEnd, res.Error)
+	}
+}
+
+// TestRunCredentialComponentMissingIsCallersError: a signature that covers
+// a header the caller did not send cannot be made: the call returns the
+// *credential.ComponentError (the server answers INVALID_ARGUMENT), sends
+// nothing, and gives its admission back; it is not an unavailable
+// credential (no OutcomeCredentialsUnavailable, nothing observed).
+func TestRunCredentialComponentMissingIsCallersError(t *testing.T) {
+	up := newUpstream(t, reply{status: 200})
+	obs := &credObserver{}
+	r := engine.NewRunner(memstore.New(), engine.WithObserver(obs))
+	key := filepath.Join(t.TempDir(), "hmac")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := credential.New(credential.Spec{Name: "sig", Kind: credential.KindHTTPSignature, Signature: &credential.SignatureSpec{
+		Algorithm: "hmac-sha256", KeyID: "k", Key: credential.SecretRef{File: key}, Components: []string{"@method", "content-type"},
+	}}, credential.Deps{Tenant: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustPolicy(t, func(p *engine.Policy) { p.Credential = cred })
+	res, err := r.Run(t.Context(), newCall(t, up.URL+"/x", "GET", p, ""))
+	var ce *credential.ComponentError
+	if !errors.As(err, &ce) || ce.Component != "content-type" {
+		t.Fatalf("Run: %v, want a *credential.ComponentError for content-type", err)
+	}
+	if up.count() != 0 || res.Outcome == engine.OutcomeCredentialsUnavailable || len(obs.unavailable) != 0 {
+		t.Fatalf("upstream saw %d, outcome %s, unavailable %q: want nothing sent, not unavailable", up.count(), res.Outcome, obs.unavailable)
+	}
+	// The admission was given back: the same gate admits a good call at once.
+	c := newCall(t, up.URL+"/x", "GET", p, "")
+	c.Header = http.Header{"Content-Type": {"application/json"}}
+	if res, err := r.Run(t.Context(), c); err != nil || res.Outcome != engine.OutcomeSuccess || up.count() != 1 {
+		t.Fatalf("with the header: %v %s, upstream saw %d", err, res.Outcome, up.count())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/credential"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/tenant"
@@ -202,6 +203,7 @@ func (s *Service) executeError(ctx context.Context, err error) error {
 	var pe *engine.PacingError
 	var se *engine.StoreError
 	var be *engine.BudgetError
+	var ce *credential.ComponentError
 	switch {
 	case errors.As(err, &de):
 		var re *egress.RefusedError
@@ -228,6 +230,11 @@ func (s *Service) executeError(ctx context.Context, err error) error {
 		return st.Err()
 	case errors.As(err, &se):
 		return status.Error(codes.Unavailable, "shared state (cooldown gates, budgets, pacing) is unavailable; try again later")
+	case errors.As(err, &ce):
+		// The request lacks a component the policy's signature covers:
+		// the caller's error. The text names the credential and the
+		// component, never a value.
+		return status.Error(codes.InvalidArgument, "invalid request: "+ce.Error())
 	}
 	if s := contextStatus(err); s != nil {
 		return s
