@@ -22,6 +22,12 @@ const (
 	BrokerService_Execute_FullMethodName          = "/retrybroker.v1.BrokerService/Execute"
 	BrokerService_ClassifyResponse_FullMethodName = "/retrybroker.v1.BrokerService/ClassifyResponse"
 	BrokerService_ExecuteStream_FullMethodName    = "/retrybroker.v1.BrokerService/ExecuteStream"
+	BrokerService_CreateTask_FullMethodName       = "/retrybroker.v1.BrokerService/CreateTask"
+	BrokerService_GetTask_FullMethodName          = "/retrybroker.v1.BrokerService/GetTask"
+	BrokerService_ListTasks_FullMethodName        = "/retrybroker.v1.BrokerService/ListTasks"
+	BrokerService_CancelTask_FullMethodName       = "/retrybroker.v1.BrokerService/CancelTask"
+	BrokerService_WatchTask_FullMethodName        = "/retrybroker.v1.BrokerService/WatchTask"
+	BrokerService_RetryTask_FullMethodName        = "/retrybroker.v1.BrokerService/RetryTask"
 )
 
 // BrokerServiceClient is the client API for BrokerService service.
@@ -70,6 +76,49 @@ type BrokerServiceClient interface {
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error)
+	// CreateTask stores a deferred call (a task) durably and runs it through
+	// the same engine as Execute when it is due and its gate allows; see
+	// docs/tasks.md. A second CreateTask with the same task_id returns the
+	// first task. UNIMPLEMENTED when the broker runs without task storage.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	CreateTask(ctx context.Context, in *CreateTaskRequest, opts ...grpc.CallOption) (*Task, error)
+	// GetTask returns one of the caller's tasks; NOT_FOUND for an unknown
+	// task or another tenant's.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*Task, error)
+	// ListTasks pages through the caller's tasks, optionally by state.
+	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
+	// CancelTask cancels a task that is not final and returns it; a final
+	// task is returned unchanged.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*Task, error)
+	// WatchTask streams the task on every state change, ending after a final
+	// state.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	WatchTask(ctx context.Context, in *WatchTaskRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Task], error)
+	// RetryTask schedules a FAILED task again and returns it.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	RetryTask(ctx context.Context, in *RetryTaskRequest, opts ...grpc.CallOption) (*Task, error)
 }
 
 type brokerServiceClient struct {
@@ -119,6 +168,75 @@ func (c *brokerServiceClient) ExecuteStream(ctx context.Context, in *ExecuteRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type BrokerService_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamResponse]
 
+func (c *brokerServiceClient) CreateTask(ctx context.Context, in *CreateTaskRequest, opts ...grpc.CallOption) (*Task, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Task)
+	err := c.cc.Invoke(ctx, BrokerService_CreateTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerServiceClient) GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*Task, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Task)
+	err := c.cc.Invoke(ctx, BrokerService_GetTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerServiceClient) ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTasksResponse)
+	err := c.cc.Invoke(ctx, BrokerService_ListTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*Task, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Task)
+	err := c.cc.Invoke(ctx, BrokerService_CancelTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerServiceClient) WatchTask(ctx context.Context, in *WatchTaskRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Task], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &BrokerService_ServiceDesc.Streams[1], BrokerService_WatchTask_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchTaskRequest, Task]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BrokerService_WatchTaskClient = grpc.ServerStreamingClient[Task]
+
+func (c *brokerServiceClient) RetryTask(ctx context.Context, in *RetryTaskRequest, opts ...grpc.CallOption) (*Task, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Task)
+	err := c.cc.Invoke(ctx, BrokerService_RetryTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServiceServer is the server API for BrokerService service.
 // All implementations must embed UnimplementedBrokerServiceServer
 // for forward compatibility.
@@ -165,6 +283,49 @@ type BrokerServiceServer interface {
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error
+	// CreateTask stores a deferred call (a task) durably and runs it through
+	// the same engine as Execute when it is due and its gate allows; see
+	// docs/tasks.md. A second CreateTask with the same task_id returns the
+	// first task. UNIMPLEMENTED when the broker runs without task storage.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	CreateTask(context.Context, *CreateTaskRequest) (*Task, error)
+	// GetTask returns one of the caller's tasks; NOT_FOUND for an unknown
+	// task or another tenant's.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	GetTask(context.Context, *GetTaskRequest) (*Task, error)
+	// ListTasks pages through the caller's tasks, optionally by state.
+	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
+	// CancelTask cancels a task that is not final and returns it; a final
+	// task is returned unchanged.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	CancelTask(context.Context, *CancelTaskRequest) (*Task, error)
+	// WatchTask streams the task on every state change, ending after a final
+	// state.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	WatchTask(*WatchTaskRequest, grpc.ServerStreamingServer[Task]) error
+	// RetryTask schedules a FAILED task again and returns it.
+	//
+	// It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+	// and as the contract names it, so two response rules are waived for it.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	RetryTask(context.Context, *RetryTaskRequest) (*Task, error)
 	mustEmbedUnimplementedBrokerServiceServer()
 }
 
@@ -183,6 +344,24 @@ func (UnimplementedBrokerServiceServer) ClassifyResponse(context.Context, *Class
 }
 func (UnimplementedBrokerServiceServer) ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteStream not implemented")
+}
+func (UnimplementedBrokerServiceServer) CreateTask(context.Context, *CreateTaskRequest) (*Task, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateTask not implemented")
+}
+func (UnimplementedBrokerServiceServer) GetTask(context.Context, *GetTaskRequest) (*Task, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTask not implemented")
+}
+func (UnimplementedBrokerServiceServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
+}
+func (UnimplementedBrokerServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*Task, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
+}
+func (UnimplementedBrokerServiceServer) WatchTask(*WatchTaskRequest, grpc.ServerStreamingServer[Task]) error {
+	return status.Error(codes.Unimplemented, "method WatchTask not implemented")
+}
+func (UnimplementedBrokerServiceServer) RetryTask(context.Context, *RetryTaskRequest) (*Task, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryTask not implemented")
 }
 func (UnimplementedBrokerServiceServer) mustEmbedUnimplementedBrokerServiceServer() {}
 func (UnimplementedBrokerServiceServer) testEmbeddedByValue()                       {}
@@ -252,6 +431,107 @@ func _BrokerService_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type BrokerService_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamResponse]
 
+func _BrokerService_CreateTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).CreateTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_CreateTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).CreateTask(ctx, req.(*CreateTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerService_GetTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).GetTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_GetTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).GetTask(ctx, req.(*GetTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerService_ListTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).ListTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_ListTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).ListTasks(ctx, req.(*ListTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerService_CancelTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).CancelTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_CancelTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).CancelTask(ctx, req.(*CancelTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BrokerService_WatchTask_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchTaskRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BrokerServiceServer).WatchTask(m, &grpc.GenericServerStream[WatchTaskRequest, Task]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type BrokerService_WatchTaskServer = grpc.ServerStreamingServer[Task]
+
+func _BrokerService_RetryTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServiceServer).RetryTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BrokerService_RetryTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServiceServer).RetryTask(ctx, req.(*RetryTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BrokerService_ServiceDesc is the grpc.ServiceDesc for BrokerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -267,11 +547,36 @@ var BrokerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ClassifyResponse",
 			Handler:    _BrokerService_ClassifyResponse_Handler,
 		},
+		{
+			MethodName: "CreateTask",
+			Handler:    _BrokerService_CreateTask_Handler,
+		},
+		{
+			MethodName: "GetTask",
+			Handler:    _BrokerService_GetTask_Handler,
+		},
+		{
+			MethodName: "ListTasks",
+			Handler:    _BrokerService_ListTasks_Handler,
+		},
+		{
+			MethodName: "CancelTask",
+			Handler:    _BrokerService_CancelTask_Handler,
+		},
+		{
+			MethodName: "RetryTask",
+			Handler:    _BrokerService_RetryTask_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "ExecuteStream",
 			Handler:       _BrokerService_ExecuteStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchTask",
+			Handler:       _BrokerService_WatchTask_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file retrybroker/v1/broker.proto.
  */
 export const file_retrybroker_v1_broker: GenFile = /*@__PURE__*/
-  fileDesc("ChtyZXRyeWJyb2tlci92MS9icm9rZXIucHJvdG8SDnJldHJ5YnJva2VyLnYxIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLiAQoIRGVjaXNpb24SJgoGYWN0aW9uGAEgASgOMhYucmV0cnlicm9rZXIudjEuQWN0aW9uEigKBWRlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC2hpbnRfc291cmNlGAMgASgJEicKBGhpbnQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoGcmVhc29uGAUgASgOMhYucmV0cnlicm9rZXIudjEuUmVhc29uEhAKCHByb3ZpZGVyGAYgASgJEgwKBHJ1bGUYByABKAki/gIKF0NsYXNzaWZ5UmVzcG9uc2VSZXF1ZXN0Eg4KBnBvbGljeRgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIOCgZtZXRob2QYAyABKAkSEwoLc3RhdHVzX2NvZGUYBCABKAUSKwoHaGVhZGVycxgFIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISDwoHYXR0ZW1wdBgGIAEoDRInCgNub3cYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGJvZHkYCCABKAwSNwoPdHJhbnNwb3J0X2Vycm9yGAkgASgOMh4ucmV0cnlicm9rZXIudjEuVHJhbnNwb3J0RXJyb3ISMwoPcmVxdWVzdF9oZWFkZXJzGAogAygLMhoucmV0cnlicm9rZXIudjEuSHR0cEhlYWRlchILCgN1cmwYCyABKAkSLAoIZGVhZGxpbmUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKGENsYXNzaWZ5UmVzcG9uc2VSZXNwb25zZRIqCghkZWNpc2lvbhgBIAEoCzIYLnJldHJ5YnJva2VyLnYxLkRlY2lzaW9uImUKC0h0dHBSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRILCgN1cmwYAiABKAkSKwoHaGVhZGVycxgDIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISDAoEYm9keRgEIAEoDCKPAQoMSHR0cFJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEgwKBGJvZHkYAyABKAwSFgoOYm9keV90cnVuY2F0ZWQYBCABKAgSFwoPYm9keV9pbmNvbXBsZXRlGAUgASgIIoYCChBFeGVjdXRlT3ZlcnJpZGVzEhgKC21heF9yZXRyaWVzGAEgASgNSACIAQESLAoJbWF4X2RlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDXRvdGFsX3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMgoPYXR0ZW1wdF90aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh4KEW1heF9yZXNwb25zZV9ib2R5GAUgASgESAGIAQFCDgoMX21heF9yZXRyaWVzQhQKEl9tYXhfcmVzcG9uc2VfYm9keSKVAQoORXhlY3V0ZVJlcXVlc3QSLAoHcmVxdWVzdBgBIAEoCzIbLnJldHJ5YnJva2VyLnYxLkh0dHBSZXF1ZXN0Eg4KBnBvbGljeRgCIAEoCRIQCghwcm92aWRlchgDIAEoCRIzCglvdmVycmlkZXMYBCABKAsyIC5yZXRyeWJyb2tlci52MS5FeGVjdXRlT3ZlcnJpZGVzIsECCgdBdHRlbXB0Eg4KBm51bWJlchgBIAEoDRIuCgpzdGFydF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghkdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgtzdGF0dXNfY29kZRgEIAEoBRI3Cg90cmFuc3BvcnRfZXJyb3IYBSABKA4yHi5yZXRyeWJyb2tlci52MS5UcmFuc3BvcnRFcnJvchIVCg1lcnJvcl9tZXNzYWdlGAYgASgJEioKCGRlY2lzaW9uGAcgASgLMhgucmV0cnlicm9rZXIudjEuRGVjaXNpb24SKQoGd2FpdGVkGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBXByb2JlGAkgASgIItgBCg9FeGVjdXRlUmVzcG9uc2USLgoIcmVzcG9uc2UYASABKAsyHC5yZXRyeWJyb2tlci52MS5IdHRwUmVzcG9uc2USKQoIYXR0ZW1wdHMYAiADKAsyFy5yZXRyeWJyb2tlci52MS5BdHRlbXB0EigKB291dGNvbWUYAyABKA4yFy5yZXRyeWJyb2tlci52MS5PdXRjb21lEi4KC3JldHJ5X2FmdGVyGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHByb3ZpZGVyGAUgASgJIocBChVFeGVjdXRlU3RyZWFtUmVzcG9uc2USKgoEaGVhZBgBIAEoCzIaLnJldHJ5YnJva2VyLnYxLlN0cmVhbUhlYWRIABIPCgVjaHVuaxgCIAEoDEgAEigKA2VuZBgDIAEoCzIZLnJldHJ5YnJva2VyLnYxLlN0cmVhbUVuZEgAQgcKBWV2ZW50IosBCgpTdHJlYW1IZWFkEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEikKCGF0dGVtcHRzGAMgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIQCghwcm92aWRlchgEIAEoCSK9AgoJU3RyZWFtRW5kEikKCGF0dGVtcHRzGAEgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIoCgdvdXRjb21lGAIgASgOMhcucmV0cnlicm9rZXIudjEuT3V0Y29tZRIuCgtyZXRyeV9hZnRlchgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1ib2R5X2NvbXBsZXRlGAQgASgIEikKCGJvZHlfZW5kGAUgASgOMhcucmV0cnlicm9rZXIudjEuQm9keUVuZBIVCg1lcnJvcl9tZXNzYWdlGAYgASgJEiwKCHRyYWlsZXJzGAcgAygLMhoucmV0cnlicm9rZXIudjEuSHR0cEhlYWRlchISCgpib2R5X2J5dGVzGAggASgEEhAKCHByb3ZpZGVyGAkgASgJKksKBkFjdGlvbhIWChJBQ1RJT05fVU5TUEVDSUZJRUQQABIQCgxBQ1RJT05fUkVUUlkQARIXChNBQ1RJT05fRE9fTk9UX1JFVFJZEAIqtQQKBlJlYXNvbhIWChJSRUFTT05fVU5TUEVDSUZJRUQQABIWChJSRUFTT05fU0VSVkVSX0hJTlQQARISCg5SRUFTT05fQkFDS09GRhACEhIKDlJFQVNPTl9TVUNDRVNTEAMSHwobUkVBU09OX1NUQVRVU19OT1RfUkVUUllBQkxFEAQSGAoUUkVBU09OX1VOU0FGRV9NRVRIT0QQBRIdChlSRUFTT05fQVRURU1QVFNfRVhIQVVTVEVEEAYSIQodUkVBU09OX0hJTlRfRVhDRUVEU19NQVhfREVMQVkQBxIdChlSRUFTT05fREVBRExJTkVfVE9PX1NIT1JUEAgSKAokUkVBU09OX1RSQU5TUE9SVF9FUlJPUl9OT1RfUkVUUllBQkxFEAkSIwofUkVBU09OX1RSQU5TUE9SVF9SRVRSWV9ESVNBQkxFRBAKEiEKHVJFQVNPTl9QUk9WSURFUl9GT1JCSURTX1JFVFJZEAsSIQodUkVBU09OX1JFVFJZX0JVREdFVF9FWEhBVVNURUQQDBIWChJSRUFTT05fR0FURV9DTE9TRUQQDRITCg9SRUFTT05fQ0FOQ0VMRUQQDhIXChNSRUFTT05fQlJFQUtFUl9PUEVOEA8SGAoUUkVBU09OX1NIVVRUSU5HX0RPV04QEBIiCh5SRUFTT05fQ1JFREVOVElBTFNfVU5BVkFJTEFCTEUQERIeChpSRUFTT05fQ1JFREVOVElBTF9SRUpFQ1RFRBASKvgDCg5UcmFuc3BvcnRFcnJvchIfChtUUkFOU1BPUlRfRVJST1JfVU5TUEVDSUZJRUQQABImCiJUUkFOU1BPUlRfRVJST1JfQ09OTkVDVElPTl9SRUZVU0VEEAESJAogVFJBTlNQT1JUX0VSUk9SX0NPTk5FQ1RJT05fUkVTRVQQAhIXChNUUkFOU1BPUlRfRVJST1JfRU9GEAMSGwoXVFJBTlNQT1JUX0VSUk9SX1RJTUVPVVQQBBIhCh1UUkFOU1BPUlRfRVJST1JfRE5TX1RFTVBPUkFSWRAFEiEKHVRSQU5TUE9SVF9FUlJPUl9ETlNfTk9UX0ZPVU5EEAYSIwofVFJBTlNQT1JUX0VSUk9SX1RMU19DRVJUSUZJQ0FURRAHEhwKGFRSQU5TUE9SVF9FUlJPUl9DQU5DRUxFRBAIEh8KG1RSQU5TUE9SVF9FUlJPUl9JTlZBTElEX1VSTBAJEicKI1RSQU5TUE9SVF9FUlJPUl9ERVNUSU5BVElPTl9SRUZVU0VEEAoSGQoVVFJBTlNQT1JUX0VSUk9SX09USEVSEAsSIwofVFJBTlNQT1JUX0VSUk9SX0JPRFlfSU5DT01QTEVURRAMEi4KKlRSQU5TUE9SVF9FUlJPUl9SRVNQT05TRV9IRUFERVJTX1RPT19MQVJHRRANKuMCCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1NVQ0NFU1MQARIZChVPVVRDT01FX05PVF9SRVRSWUFCTEUQAhIeChpPVVRDT01FX0FUVEVNUFRTX0VYSEFVU1RFRBADEiIKHk9VVENPTUVfSElOVF9FWENFRURTX01BWF9ERUxBWRAEEh4KGk9VVENPTUVfREVBRExJTkVfVE9PX1NIT1JUEAUSIgoeT1VUQ09NRV9SRVRSWV9CVURHRVRfRVhIQVVTVEVEEAYSFwoTT1VUQ09NRV9HQVRFX0NMT1NFRBAHEhQKEE9VVENPTUVfQ0FOQ0VMRUQQCBIYChRPVVRDT01FX0JSRUFLRVJfT1BFThAJEhkKFU9VVENPTUVfU0hVVFRJTkdfRE9XThAKEiMKH09VVENPTUVfQ1JFREVOVElBTFNfVU5BVkFJTEFCTEUQCyruAQoHQm9keUVuZBIYChRCT0RZX0VORF9VTlNQRUNJRklFRBAAEhUKEUJPRFlfRU5EX0NPTVBMRVRFEAESGAoUQk9EWV9FTkRfTk9fUkVTUE9OU0UQAhIbChdCT0RZX0VORF9VUFNUUkVBTV9FUlJPUhADEhkKFUJPRFlfRU5EX0lETEVfVElNRU9VVBAEEhcKE0JPRFlfRU5EX1NJWkVfTElNSVQQBRIUChBCT0RZX0VORF9USU1FT1VUEAYSFQoRQk9EWV9FTkRfQ0FOQ0VMRUQQBxIaChZCT0RZX0VORF9TSFVUVElOR19ET1dOEAgynAIKDUJyb2tlclNlcnZpY2USSgoHRXhlY3V0ZRIeLnJldHJ5YnJva2VyLnYxLkV4ZWN1dGVSZXF1ZXN0Gh8ucmV0cnlicm9rZXIudjEuRXhlY3V0ZVJlc3BvbnNlEmUKEENsYXNzaWZ5UmVzcG9uc2USJy5yZXRyeWJyb2tlci52MS5DbGFzc2lmeVJlc3BvbnNlUmVxdWVzdBooLnJldHJ5YnJva2VyLnYxLkNsYXNzaWZ5UmVzcG9uc2VSZXNwb25zZRJYCg1FeGVjdXRlU3RyZWFtEh4ucmV0cnlicm9rZXIudjEuRXhlY3V0ZVJlcXVlc3QaJS5yZXRyeWJyb2tlci52MS5FeGVjdXRlU3RyZWFtUmVzcG9uc2UwAUJFWkNnaXRodWIuY29tL3JldHJ5YnJva2VyL3JldHJ5YnJva2VyL2dlbi9yZXRyeWJyb2tlci92MTtyZXRyeWJyb2tlcnYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChtyZXRyeWJyb2tlci92MS9icm9rZXIucHJvdG8SDnJldHJ5YnJva2VyLnYxIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSLiAQoIRGVjaXNpb24SJgoGYWN0aW9uGAEgASgOMhYucmV0cnlicm9rZXIudjEuQWN0aW9uEigKBWRlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC2hpbnRfc291cmNlGAMgASgJEicKBGhpbnQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoGcmVhc29uGAUgASgOMhYucmV0cnlicm9rZXIudjEuUmVhc29uEhAKCHByb3ZpZGVyGAYgASgJEgwKBHJ1bGUYByABKAki/gIKF0NsYXNzaWZ5UmVzcG9uc2VSZXF1ZXN0Eg4KBnBvbGljeRgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIOCgZtZXRob2QYAyABKAkSEwoLc3RhdHVzX2NvZGUYBCABKAUSKwoHaGVhZGVycxgFIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISDwoHYXR0ZW1wdBgGIAEoDRInCgNub3cYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGJvZHkYCCABKAwSNwoPdHJhbnNwb3J0X2Vycm9yGAkgASgOMh4ucmV0cnlicm9rZXIudjEuVHJhbnNwb3J0RXJyb3ISMwoPcmVxdWVzdF9oZWFkZXJzGAogAygLMhoucmV0cnlicm9rZXIudjEuSHR0cEhlYWRlchILCgN1cmwYCyABKAkSLAoIZGVhZGxpbmUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKGENsYXNzaWZ5UmVzcG9uc2VSZXNwb25zZRIqCghkZWNpc2lvbhgBIAEoCzIYLnJldHJ5YnJva2VyLnYxLkRlY2lzaW9uImUKC0h0dHBSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRILCgN1cmwYAiABKAkSKwoHaGVhZGVycxgDIAMoCzIaLnJldHJ5YnJva2VyLnYxLkh0dHBIZWFkZXISDAoEYm9keRgEIAEoDCKPAQoMSHR0cFJlc3BvbnNlEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEgwKBGJvZHkYAyABKAwSFgoOYm9keV90cnVuY2F0ZWQYBCABKAgSFwoPYm9keV9pbmNvbXBsZXRlGAUgASgIIoYCChBFeGVjdXRlT3ZlcnJpZGVzEhgKC21heF9yZXRyaWVzGAEgASgNSACIAQESLAoJbWF4X2RlbGF5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDXRvdGFsX3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMgoPYXR0ZW1wdF90aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh4KEW1heF9yZXNwb25zZV9ib2R5GAUgASgESAGIAQFCDgoMX21heF9yZXRyaWVzQhQKEl9tYXhfcmVzcG9uc2VfYm9keSKVAQoORXhlY3V0ZVJlcXVlc3QSLAoHcmVxdWVzdBgBIAEoCzIbLnJldHJ5YnJva2VyLnYxLkh0dHBSZXF1ZXN0Eg4KBnBvbGljeRgCIAEoCRIQCghwcm92aWRlchgDIAEoCRIzCglvdmVycmlkZXMYBCABKAsyIC5yZXRyeWJyb2tlci52MS5FeGVjdXRlT3ZlcnJpZGVzIsECCgdBdHRlbXB0Eg4KBm51bWJlchgBIAEoDRIuCgpzdGFydF90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCghkdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgtzdGF0dXNfY29kZRgEIAEoBRI3Cg90cmFuc3BvcnRfZXJyb3IYBSABKA4yHi5yZXRyeWJyb2tlci52MS5UcmFuc3BvcnRFcnJvchIVCg1lcnJvcl9tZXNzYWdlGAYgASgJEioKCGRlY2lzaW9uGAcgASgLMhgucmV0cnlicm9rZXIudjEuRGVjaXNpb24SKQoGd2FpdGVkGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBXByb2JlGAkgASgIItgBCg9FeGVjdXRlUmVzcG9uc2USLgoIcmVzcG9uc2UYASABKAsyHC5yZXRyeWJyb2tlci52MS5IdHRwUmVzcG9uc2USKQoIYXR0ZW1wdHMYAiADKAsyFy5yZXRyeWJyb2tlci52MS5BdHRlbXB0EigKB291dGNvbWUYAyABKA4yFy5yZXRyeWJyb2tlci52MS5PdXRjb21lEi4KC3JldHJ5X2FmdGVyGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCHByb3ZpZGVyGAUgASgJIocBChVFeGVjdXRlU3RyZWFtUmVzcG9uc2USKgoEaGVhZBgBIAEoCzIaLnJldHJ5YnJva2VyLnYxLlN0cmVhbUhlYWRIABIPCgVjaHVuaxgCIAEoDEgAEigKA2VuZBgDIAEoCzIZLnJldHJ5YnJva2VyLnYxLlN0cmVhbUVuZEgAQgcKBWV2ZW50IosBCgpTdHJlYW1IZWFkEhMKC3N0YXR1c19jb2RlGAEgASgFEisKB2hlYWRlcnMYAiADKAsyGi5yZXRyeWJyb2tlci52MS5IdHRwSGVhZGVyEikKCGF0dGVtcHRzGAMgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIQCghwcm92aWRlchgEIAEoCSK9AgoJU3RyZWFtRW5kEikKCGF0dGVtcHRzGAEgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIoCgdvdXRjb21lGAIgASgOMhcucmV0cnlicm9rZXIudjEuT3V0Y29tZRIuCgtyZXRyeV9hZnRlchgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1ib2R5X2NvbXBsZXRlGAQgASgIEikKCGJvZHlfZW5kGAUgASgOMhcucmV0cnlicm9rZXIudjEuQm9keUVuZBIVCg1lcnJvcl9tZXNzYWdlGAYgASgJEiwKCHRyYWlsZXJzGAcgAygLMhoucmV0cnlicm9rZXIudjEuSHR0cEhlYWRlchISCgpib2R5X2J5dGVzGAggASgEEhAKCHByb3ZpZGVyGAkgASgJIhsKDFRhc2tDYWxsYmFjaxILCgN1cmwYASABKAki6AEKEUNyZWF0ZVRhc2tSZXF1ZXN0Ei8KB2V4ZWN1dGUYASABKAsyHi5yZXRyeWJyb2tlci52MS5FeGVjdXRlUmVxdWVzdBIPCgd0YXNrX2lkGAIgASgJEi4KCm5vdF9iZWZvcmUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWdpdmVfdXBfYWZ0ZXIYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCGNhbGxiYWNrGAUgASgLMhwucmV0cnlicm9rZXIudjEuVGFza0NhbGxiYWNrIvwDCgRUYXNrEg8KB3Rhc2tfaWQYASABKAkSDgoGcG9saWN5GAIgASgJEigKBXN0YXRlGAMgASgOMhkucmV0cnlicm9rZXIudjEuVGFza1N0YXRlEi4KCm5vdF9iZWZvcmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWdpdmVfdXBfYWZ0ZXIYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKCGF0dGVtcHRzGAYgAygLMhcucmV0cnlicm9rZXIudjEuQXR0ZW1wdBIuCghyZXNwb25zZRgHIAEoCzIcLnJldHJ5YnJva2VyLnYxLkh0dHBSZXNwb25zZRIoCgdvdXRjb21lGAggASgOMhcucmV0cnlicm9rZXIudjEuT3V0Y29tZRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDW5leHRfcnVuX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3dhaXRfcmVhc29uGAwgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgNIAEoCSIhCg5HZXRUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJImMKEExpc3RUYXNrc1JlcXVlc3QSKAoFc3RhdGUYASABKA4yGS5yZXRyeWJyb2tlci52MS5UYXNrU3RhdGUSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiUQoRTGlzdFRhc2tzUmVzcG9uc2USIwoFdGFza3MYASADKAsyFC5yZXRyeWJyb2tlci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIkChFDYW5jZWxUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJIiMKEFdhdGNoVGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCSIjChBSZXRyeVRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkqSwoGQWN0aW9uEhYKEkFDVElPTl9VTlNQRUNJRklFRBAAEhAKDEFDVElPTl9SRVRSWRABEhcKE0FDVElPTl9ET19OT1RfUkVUUlkQAiq1BAoGUmVhc29uEhYKElJFQVNPTl9VTlNQRUNJRklFRBAAEhYKElJFQVNPTl9TRVJWRVJfSElOVBABEhIKDlJFQVNPTl9CQUNLT0ZGEAISEgoOUkVBU09OX1NVQ0NFU1MQAxIfChtSRUFTT05fU1RBVFVTX05PVF9SRVRSWUFCTEUQBBIYChRSRUFTT05fVU5TQUZFX01FVEhPRBAFEh0KGVJFQVNPTl9BVFRFTVBUU19FWEhBVVNURUQQBhIhCh1SRUFTT05fSElOVF9FWENFRURTX01BWF9ERUxBWRAHEh0KGVJFQVNPTl9ERUFETElORV9UT09fU0hPUlQQCBIoCiRSRUFTT05fVFJBTlNQT1JUX0VSUk9SX05PVF9SRVRSWUFCTEUQCRIjCh9SRUFTT05fVFJBTlNQT1JUX1JFVFJZX0RJU0FCTEVEEAoSIQodUkVBU09OX1BST1ZJREVSX0ZPUkJJRFNfUkVUUlkQCxIhCh1SRUFTT05fUkVUUllfQlVER0VUX0VYSEFVU1RFRBAMEhYKElJFQVNPTl9HQVRFX0NMT1NFRBANEhMKD1JFQVNPTl9DQU5DRUxFRBAOEhcKE1JFQVNPTl9CUkVBS0VSX09QRU4QDxIYChRSRUFTT05fU0hVVFRJTkdfRE9XThAQEiIKHlJFQVNPTl9DUkVERU5USUFMU19VTkFWQUlMQUJMRRAREh4KGlJFQVNPTl9DUkVERU5USUFMX1JFSkVDVEVEEBIq+AMKDlRyYW5zcG9ydEVycm9yEh8KG1RSQU5TUE9SVF9FUlJPUl9VTlNQRUNJRklFRBAAEiYKIlRSQU5TUE9SVF9FUlJPUl9DT05ORUNUSU9OX1JFRlVTRUQQARIkCiBUUkFOU1BPUlRfRVJST1JfQ09OTkVDVElPTl9SRVNFVBACEhcKE1RSQU5TUE9SVF9FUlJPUl9FT0YQAxIbChdUUkFOU1BPUlRfRVJST1JfVElNRU9VVBAEEiEKHVRSQU5TUE9SVF9FUlJPUl9ETlNfVEVNUE9SQVJZEAUSIQodVFJBTlNQT1JUX0VSUk9SX0ROU19OT1RfRk9VTkQQBhIjCh9UUkFOU1BPUlRfRVJST1JfVExTX0NFUlRJRklDQVRFEAcSHAoYVFJBTlNQT1JUX0VSUk9SX0NBTkNFTEVEEAgSHwobVFJBTlNQT1JUX0VSUk9SX0lOVkFMSURfVVJMEAkSJwojVFJBTlNQT1JUX0VSUk9SX0RFU1RJTkFUSU9OX1JFRlVTRUQQChIZChVUUkFOU1BPUlRfRVJST1JfT1RIRVIQCxIjCh9UUkFOU1BPUlRfRVJST1JfQk9EWV9JTkNPTVBMRVRFEAwSLgoqVFJBTlNQT1JUX0VSUk9SX1JFU1BPTlNFX0hFQURFUlNfVE9PX0xBUkdFEA0q4wIKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfU1VDQ0VTUxABEhkKFU9VVENPTUVfTk9UX1JFVFJZQUJMRRACEh4KGk9VVENPTUVfQVRURU1QVFNfRVhIQVVTVEVEEAMSIgoeT1VUQ09NRV9ISU5UX0VYQ0VFRFNfTUFYX0RFTEFZEAQSHgoaT1VUQ09NRV9ERUFETElORV9UT09fU0hPUlQQBRIiCh5PVVRDT01FX1JFVFJZX0JVREdFVF9FWEhBVVNURUQQBhIXChNPVVRDT01FX0dBVEVfQ0xPU0VEEAcSFAoQT1VUQ09NRV9DQU5DRUxFRBAIEhgKFE9VVENPTUVfQlJFQUtFUl9PUEVOEAkSGQoVT1VUQ09NRV9TSFVUVElOR19ET1dOEAoSIwofT1VUQ09NRV9DUkVERU5USUFMU19VTkFWQUlMQUJMRRALKu4BCgdCb2R5RW5kEhgKFEJPRFlfRU5EX1VOU1BFQ0lGSUVEEAASFQoRQk9EWV9FTkRfQ09NUExFVEUQARIYChRCT0RZX0VORF9OT19SRVNQT05TRRACEhsKF0JPRFlfRU5EX1VQU1RSRUFNX0VSUk9SEAMSGQoVQk9EWV9FTkRfSURMRV9USU1FT1VUEAQSFwoTQk9EWV9FTkRfU0laRV9MSU1JVBAFEhQKEEJPRFlfRU5EX1RJTUVPVVQQBhIVChFCT0RZX0VORF9DQU5DRUxFRBAHEhoKFkJPRFlfRU5EX1NIVVRUSU5HX0RPV04QCCq8AQoJVGFza1N0YXRlEhoKFlRBU0tfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRUQVNLX1NUQVRFX1NDSEVEVUxFRBABEhYKElRBU0tfU1RBVEVfV0FJVElORxACEhYKElRBU0tfU1RBVEVfUlVOTklORxADEhgKFFRBU0tfU1RBVEVfU1VDQ0VFREVEEAQSFQoRVEFTS19TVEFURV9GQUlMRUQQBRIYChRUQVNLX1NUQVRFX0NBTkNFTExFRBAGMskFCg1Ccm9rZXJTZXJ2aWNlEkoKB0V4ZWN1dGUSHi5yZXRyeWJyb2tlci52MS5FeGVjdXRlUmVxdWVzdBofLnJldHJ5YnJva2VyLnYxLkV4ZWN1dGVSZXNwb25zZRJlChBDbGFzc2lmeVJlc3BvbnNlEicucmV0cnlicm9rZXIudjEuQ2xhc3NpZnlSZXNwb25zZVJlcXVlc3QaKC5yZXRyeWJyb2tlci52MS5DbGFzc2lmeVJlc3BvbnNlUmVzcG9uc2USWAoNRXhlY3V0ZVN0cmVhbRIeLnJldHJ5YnJva2VyLnYxLkV4ZWN1dGVSZXF1ZXN0GiUucmV0cnlicm9rZXIudjEuRXhlY3V0ZVN0cmVhbVJlc3BvbnNlMAESRQoKQ3JlYXRlVGFzaxIhLnJldHJ5YnJva2VyLnYxLkNyZWF0ZVRhc2tSZXF1ZXN0GhQucmV0cnlicm9rZXIudjEuVGFzaxI/CgdHZXRUYXNrEh4ucmV0cnlicm9rZXIudjEuR2V0VGFza1JlcXVlc3QaFC5yZXRyeWJyb2tlci52MS5UYXNrElAKCUxpc3RUYXNrcxIgLnJldHJ5YnJva2VyLnYxLkxpc3RUYXNrc1JlcXVlc3QaIS5yZXRyeWJyb2tlci52MS5MaXN0VGFza3NSZXNwb25zZRJFCgpDYW5jZWxUYXNrEiEucmV0cnlicm9rZXIudjEuQ2FuY2VsVGFza1JlcXVlc3QaFC5yZXRyeWJyb2tlci52MS5UYXNrEkUKCVdhdGNoVGFzaxIgLnJldHJ5YnJva2VyLnYxLldhdGNoVGFza1JlcXVlc3QaFC5yZXRyeWJyb2tlci52MS5UYXNrMAESQwoJUmV0cnlUYXNrEiAucmV0cnlicm9rZXIudjEuUmV0cnlUYXNrUmVxdWVzdBoULnJldHJ5YnJva2VyLnYxLlRhc2tCRVpDZ2l0aHViLmNvbS9yZXRyeWJyb2tlci9yZXRyeWJyb2tlci9nZW4vcmV0cnlicm9rZXIvdjE7cmV0cnlicm9rZXJ2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * HttpHeader is one header line. Lists of headers keep their order and their
@@ -742,6 +742,337 @@ export const StreamEndSchema: GenMessage<StreamEnd> = /*@__PURE__*/
   messageDesc(file_retrybroker_v1_broker, 12);
 
 /**
+ * TaskCallback asks the broker to POST the final task as JSON to url,
+ * signed as Standard Webhooks do. Not built yet: a request that sets it is
+ * refused with INVALID_ARGUMENT.
+ *
+ * @generated from message retrybroker.v1.TaskCallback
+ */
+export type TaskCallback = Message<"retrybroker.v1.TaskCallback"> & {
+  /**
+   * url is the https (or, when the policy allows, http) URL to call; it is
+   * checked by the destination guard.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.TaskCallback.
+ * Use `create(TaskCallbackSchema)` to create a new message.
+ */
+export const TaskCallbackSchema: GenMessage<TaskCallback> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 13);
+
+/**
+ * CreateTaskRequest creates a task.
+ *
+ * @generated from message retrybroker.v1.CreateTaskRequest
+ */
+export type CreateTaskRequest = Message<"retrybroker.v1.CreateTaskRequest"> & {
+  /**
+   * execute is the call to make, validated as Execute validates it. Required.
+   *
+   * @generated from field: retrybroker.v1.ExecuteRequest execute = 1;
+   */
+  execute?: ExecuteRequest | undefined;
+
+  /**
+   * task_id names the task within the caller's tenant: at most 128
+   * characters of [A-Za-z0-9_-]. Empty means a generated id. A second
+   * create with the same id returns the first task unchanged.
+   *
+   * @generated from field: string task_id = 2;
+   */
+  taskId: string;
+
+  /**
+   * not_before is the earliest time the task runs; unset means now.
+   *
+   * @generated from field: google.protobuf.Timestamp not_before = 3;
+   */
+  notBefore?: Timestamp | undefined;
+
+  /**
+   * give_up_after is when a task that has not succeeded becomes FAILED;
+   * unset means never. It must be after not_before.
+   *
+   * @generated from field: google.protobuf.Timestamp give_up_after = 4;
+   */
+  giveUpAfter?: Timestamp | undefined;
+
+  /**
+   * callback, when set, receives the final task.
+   *
+   * @generated from field: retrybroker.v1.TaskCallback callback = 5;
+   */
+  callback?: TaskCallback | undefined;
+};
+
+/**
+ * Describes the message retrybroker.v1.CreateTaskRequest.
+ * Use `create(CreateTaskRequestSchema)` to create a new message.
+ */
+export const CreateTaskRequestSchema: GenMessage<CreateTaskRequest> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 14);
+
+/**
+ * Task is a deferred call and what became of it.
+ *
+ * @generated from message retrybroker.v1.Task
+ */
+export type Task = Message<"retrybroker.v1.Task"> & {
+  /**
+   * task_id names the task within its tenant.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+
+  /**
+   * policy is the policy the task runs under (empty: the tenant's default).
+   *
+   * @generated from field: string policy = 2;
+   */
+  policy: string;
+
+  /**
+   * state is where the task is.
+   *
+   * @generated from field: retrybroker.v1.TaskState state = 3;
+   */
+  state: TaskState;
+
+  /**
+   * not_before is the earliest time the task runs.
+   *
+   * @generated from field: google.protobuf.Timestamp not_before = 4;
+   */
+  notBefore?: Timestamp | undefined;
+
+  /**
+   * give_up_after is when an unfinished task fails; unset means never.
+   *
+   * @generated from field: google.protobuf.Timestamp give_up_after = 5;
+   */
+  giveUpAfter?: Timestamp | undefined;
+
+  /**
+   * attempts records every send over every dispatch, in order.
+   *
+   * @generated from field: repeated retrybroker.v1.Attempt attempts = 6;
+   */
+  attempts: Attempt[];
+
+  /**
+   * response is the final HTTP response, once there is one.
+   *
+   * @generated from field: retrybroker.v1.HttpResponse response = 7;
+   */
+  response?: HttpResponse | undefined;
+
+  /**
+   * outcome is how the last dispatch ended; OUTCOME_UNSPECIFIED before
+   * the first.
+   *
+   * @generated from field: retrybroker.v1.Outcome outcome = 8;
+   */
+  outcome: Outcome;
+
+  /**
+   * create_time is when the task was created.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 9;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * update_time is when the task last changed.
+   *
+   * @generated from field: google.protobuf.Timestamp update_time = 10;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * next_run_time is when the task is due next (SCHEDULED or WAITING).
+   *
+   * @generated from field: google.protobuf.Timestamp next_run_time = 11;
+   */
+  nextRunTime?: Timestamp | undefined;
+
+  /**
+   * wait_reason says why a WAITING task waits: the outcome's name, e.g.
+   * "gate_closed", "breaker_open", "hint_exceeds_max_delay".
+   *
+   * @generated from field: string wait_reason = 12;
+   */
+  waitReason: string;
+
+  /**
+   * idempotency_key is the value of the policy's idempotency header that
+   * every send of the task carries.
+   *
+   * @generated from field: string idempotency_key = 13;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.Task.
+ * Use `create(TaskSchema)` to create a new message.
+ */
+export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 15);
+
+/**
+ * GetTaskRequest names a task.
+ *
+ * @generated from message retrybroker.v1.GetTaskRequest
+ */
+export type GetTaskRequest = Message<"retrybroker.v1.GetTaskRequest"> & {
+  /**
+   * task_id names the task. Required.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.GetTaskRequest.
+ * Use `create(GetTaskRequestSchema)` to create a new message.
+ */
+export const GetTaskRequestSchema: GenMessage<GetTaskRequest> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 16);
+
+/**
+ * ListTasksRequest pages through the caller's tasks.
+ *
+ * @generated from message retrybroker.v1.ListTasksRequest
+ */
+export type ListTasksRequest = Message<"retrybroker.v1.ListTasksRequest"> & {
+  /**
+   * state, when set, lists only tasks in that state.
+   *
+   * @generated from field: retrybroker.v1.TaskState state = 1;
+   */
+  state: TaskState;
+
+  /**
+   * page_size is at most 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * page_token is a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.ListTasksRequest.
+ * Use `create(ListTasksRequestSchema)` to create a new message.
+ */
+export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 17);
+
+/**
+ * ListTasksResponse is one page of tasks, oldest first.
+ *
+ * @generated from message retrybroker.v1.ListTasksResponse
+ */
+export type ListTasksResponse = Message<"retrybroker.v1.ListTasksResponse"> & {
+  /**
+   * tasks is the page.
+   *
+   * @generated from field: repeated retrybroker.v1.Task tasks = 1;
+   */
+  tasks: Task[];
+
+  /**
+   * next_page_token fetches the next page; empty on the last.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.ListTasksResponse.
+ * Use `create(ListTasksResponseSchema)` to create a new message.
+ */
+export const ListTasksResponseSchema: GenMessage<ListTasksResponse> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 18);
+
+/**
+ * CancelTaskRequest names a task to cancel.
+ *
+ * @generated from message retrybroker.v1.CancelTaskRequest
+ */
+export type CancelTaskRequest = Message<"retrybroker.v1.CancelTaskRequest"> & {
+  /**
+   * task_id names the task. Required.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.CancelTaskRequest.
+ * Use `create(CancelTaskRequestSchema)` to create a new message.
+ */
+export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 19);
+
+/**
+ * WatchTaskRequest names a task to watch.
+ *
+ * @generated from message retrybroker.v1.WatchTaskRequest
+ */
+export type WatchTaskRequest = Message<"retrybroker.v1.WatchTaskRequest"> & {
+  /**
+   * task_id names the task. Required.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.WatchTaskRequest.
+ * Use `create(WatchTaskRequestSchema)` to create a new message.
+ */
+export const WatchTaskRequestSchema: GenMessage<WatchTaskRequest> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 20);
+
+/**
+ * RetryTaskRequest names a FAILED task to run again.
+ *
+ * @generated from message retrybroker.v1.RetryTaskRequest
+ */
+export type RetryTaskRequest = Message<"retrybroker.v1.RetryTaskRequest"> & {
+  /**
+   * task_id names the task. Required.
+   *
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+};
+
+/**
+ * Describes the message retrybroker.v1.RetryTaskRequest.
+ * Use `create(RetryTaskRequestSchema)` to create a new message.
+ */
+export const RetryTaskRequestSchema: GenMessage<RetryTaskRequest> = /*@__PURE__*/
+  messageDesc(file_retrybroker_v1_broker, 21);
+
+/**
  * Action is what the caller should do with the request next.
  *
  * @generated from enum retrybroker.v1.Action
@@ -1246,6 +1577,71 @@ export const BodyEndSchema: GenEnum<BodyEnd> = /*@__PURE__*/
   enumDesc(file_retrybroker_v1_broker, 4);
 
 /**
+ * TaskState is where a task is in its life; see docs/tasks.md.
+ *
+ * @generated from enum retrybroker.v1.TaskState
+ */
+export enum TaskState {
+  /**
+   * TASK_STATE_UNSPECIFIED is never returned; as a ListTasks filter it
+   * means every state.
+   *
+   * @generated from enum value: TASK_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * TASK_STATE_SCHEDULED: stored, waiting for next_run_time.
+   *
+   * @generated from enum value: TASK_STATE_SCHEDULED = 1;
+   */
+  SCHEDULED = 1,
+
+  /**
+   * TASK_STATE_WAITING: its last dispatch met a closed gate, an open
+   * breaker, a hint beyond max_delay or pacing; it runs again at
+   * next_run_time (wait_reason says why), with none of its attempts used up.
+   *
+   * @generated from enum value: TASK_STATE_WAITING = 2;
+   */
+  WAITING = 2,
+
+  /**
+   * TASK_STATE_RUNNING: a broker is running it now.
+   *
+   * @generated from enum value: TASK_STATE_RUNNING = 3;
+   */
+  RUNNING = 3,
+
+  /**
+   * TASK_STATE_SUCCEEDED: final; outcome is OUTCOME_SUCCESS.
+   *
+   * @generated from enum value: TASK_STATE_SUCCEEDED = 4;
+   */
+  SUCCEEDED = 4,
+
+  /**
+   * TASK_STATE_FAILED: final; outcome says why (or give_up_after passed).
+   *
+   * @generated from enum value: TASK_STATE_FAILED = 5;
+   */
+  FAILED = 5,
+
+  /**
+   * TASK_STATE_CANCELLED: final; CancelTask was called.
+   *
+   * @generated from enum value: TASK_STATE_CANCELLED = 6;
+   */
+  CANCELLED = 6,
+}
+
+/**
+ * Describes the enum retrybroker.v1.TaskState.
+ */
+export const TaskStateSchema: GenEnum<TaskState> = /*@__PURE__*/
+  enumDesc(file_retrybroker_v1_broker, 5);
+
+/**
  * BrokerService performs outbound HTTP calls on a caller's behalf, retrying
  * them by the caller's tenant policy and the provider's rate-limit hints, and
  * classifies responses that callers obtained themselves with the same rules.
@@ -1314,6 +1710,97 @@ export const BrokerService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExecuteRequestSchema;
     output: typeof ExecuteStreamResponseSchema;
+  },
+  /**
+   * CreateTask stores a deferred call (a task) durably and runs it through
+   * the same engine as Execute when it is due and its gate allows; see
+   * docs/tasks.md. A second CreateTask with the same task_id returns the
+   * first task. UNIMPLEMENTED when the broker runs without task storage.
+   *
+   * It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+   * and as the contract names it, so two response rules are waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.CreateTask
+   */
+  createTask: {
+    methodKind: "unary";
+    input: typeof CreateTaskRequestSchema;
+    output: typeof TaskSchema;
+  },
+  /**
+   * GetTask returns one of the caller's tasks; NOT_FOUND for an unknown
+   * task or another tenant's.
+   *
+   * It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+   * and as the contract names it, so two response rules are waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.GetTask
+   */
+  getTask: {
+    methodKind: "unary";
+    input: typeof GetTaskRequestSchema;
+    output: typeof TaskSchema;
+  },
+  /**
+   * ListTasks pages through the caller's tasks, optionally by state.
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.ListTasks
+   */
+  listTasks: {
+    methodKind: "unary";
+    input: typeof ListTasksRequestSchema;
+    output: typeof ListTasksResponseSchema;
+  },
+  /**
+   * CancelTask cancels a task that is not final and returns it; a final
+   * task is returned unchanged.
+   *
+   * It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+   * and as the contract names it, so two response rules are waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.CancelTask
+   */
+  cancelTask: {
+    methodKind: "unary";
+    input: typeof CancelTaskRequestSchema;
+    output: typeof TaskSchema;
+  },
+  /**
+   * WatchTask streams the task on every state change, ending after a final
+   * state.
+   *
+   * It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+   * and as the contract names it, so two response rules are waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.WatchTask
+   */
+  watchTask: {
+    methodKind: "server_streaming";
+    input: typeof WatchTaskRequestSchema;
+    output: typeof TaskSchema;
+  },
+  /**
+   * RetryTask schedules a FAILED task again and returns it.
+   *
+   * It returns the resource itself, as Google Cloud Tasks (and AIP-133) do
+   * and as the contract names it, so two response rules are waived for it.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc retrybroker.v1.BrokerService.RetryTask
+   */
+  retryTask: {
+    methodKind: "unary";
+    input: typeof RetryTaskRequestSchema;
+    output: typeof TaskSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_retrybroker_v1_broker, 0);

@@ -82,6 +82,16 @@ class BodyEnd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BODY_END_TIMEOUT: _ClassVar[BodyEnd]
     BODY_END_CANCELED: _ClassVar[BodyEnd]
     BODY_END_SHUTTING_DOWN: _ClassVar[BodyEnd]
+
+class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[TaskState]
+    TASK_STATE_SCHEDULED: _ClassVar[TaskState]
+    TASK_STATE_WAITING: _ClassVar[TaskState]
+    TASK_STATE_RUNNING: _ClassVar[TaskState]
+    TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
+    TASK_STATE_FAILED: _ClassVar[TaskState]
+    TASK_STATE_CANCELLED: _ClassVar[TaskState]
 ACTION_UNSPECIFIED: Action
 ACTION_RETRY: Action
 ACTION_DO_NOT_RETRY: Action
@@ -139,6 +149,13 @@ BODY_END_SIZE_LIMIT: BodyEnd
 BODY_END_TIMEOUT: BodyEnd
 BODY_END_CANCELED: BodyEnd
 BODY_END_SHUTTING_DOWN: BodyEnd
+TASK_STATE_UNSPECIFIED: TaskState
+TASK_STATE_SCHEDULED: TaskState
+TASK_STATE_WAITING: TaskState
+TASK_STATE_RUNNING: TaskState
+TASK_STATE_SUCCEEDED: TaskState
+TASK_STATE_FAILED: TaskState
+TASK_STATE_CANCELLED: TaskState
 
 class HttpHeader(_message.Message):
     __slots__ = ("name", "value")
@@ -331,3 +348,95 @@ class StreamEnd(_message.Message):
     body_bytes: int
     provider: str
     def __init__(self, attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., body_complete: _Optional[bool] = ..., body_end: _Optional[_Union[BodyEnd, str]] = ..., error_message: _Optional[str] = ..., trailers: _Optional[_Iterable[_Union[HttpHeader, _Mapping]]] = ..., body_bytes: _Optional[int] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class TaskCallback(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class CreateTaskRequest(_message.Message):
+    __slots__ = ("execute", "task_id", "not_before", "give_up_after", "callback")
+    EXECUTE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    GIVE_UP_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_FIELD_NUMBER: _ClassVar[int]
+    execute: ExecuteRequest
+    task_id: str
+    not_before: _timestamp_pb2.Timestamp
+    give_up_after: _timestamp_pb2.Timestamp
+    callback: TaskCallback
+    def __init__(self, execute: _Optional[_Union[ExecuteRequest, _Mapping]] = ..., task_id: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., give_up_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback: _Optional[_Union[TaskCallback, _Mapping]] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("task_id", "policy", "state", "not_before", "give_up_after", "attempts", "response", "outcome", "create_time", "update_time", "next_run_time", "wait_reason", "idempotency_key")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    GIVE_UP_AFTER_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_TIME_FIELD_NUMBER: _ClassVar[int]
+    WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    policy: str
+    state: TaskState
+    not_before: _timestamp_pb2.Timestamp
+    give_up_after: _timestamp_pb2.Timestamp
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    response: HttpResponse
+    outcome: Outcome
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    next_run_time: _timestamp_pb2.Timestamp
+    wait_reason: str
+    idempotency_key: str
+    def __init__(self, task_id: _Optional[str] = ..., policy: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., give_up_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., response: _Optional[_Union[HttpResponse, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait_reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class GetTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class ListTasksRequest(_message.Message):
+    __slots__ = ("state", "page_size", "page_token")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    state: TaskState
+    page_size: int
+    page_token: str
+    def __init__(self, state: _Optional[_Union[TaskState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListTasksResponse(_message.Message):
+    __slots__ = ("tasks", "next_page_token")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    next_page_token: str
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CancelTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class WatchTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class RetryTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
