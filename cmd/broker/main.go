@@ -65,6 +65,7 @@ type options struct {
 	adminListen                             string
 	maxBufferedBytes                        int64
 	redis                                   *redisOptions
+	tasksSQLite                             string
 	configFile                              string
 	tlsCert                                 string
 	tlsKey                                  string
@@ -91,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for verifying client certificates (mTLS identities)")
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
+	fs.StringVar(&o.tasksSQLite, "tasks-sqlite", "", "keep deferred calls (CreateTask and the other task RPCs, docs/tasks.md) in this SQLite file, created when missing; empty disables the task RPCs (UNIMPLEMENTED)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the shared store's state at /health/shared-state; empty disables")
 	fs.StringVar(&o.adminListen, "admin-listen", "", "serve the admin view (live gates, catalog, HTML page at /admin/, pprof at /debug/pprof/) at ADDR (e.g. 127.0.0.1:9091): loopback peers only, or with --admin-token-file any address and a bearer token from every peer; empty disables")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the SHA-256 (64 hex digits) of the admin token: the admin listener then needs \"Authorization: Bearer TOKEN\" from every peer, and may listen off loopback")
@@ -228,9 +230,11 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		engine.WithObserver(mets),
 		engine.WithBodyBudget(o.maxBufferedBytes),
 	)
+	taskSvc := &server.Tasks{Tenant: taskTenants(ids)}
 	svcOpts := []server.Option{
 		server.WithExecutor(&server.Executor{Runner: runner, Clients: clients, Logger: logger}),
 		server.WithPolicyResolver(auth.ResolvePolicy),
+		server.WithTasks(taskSvc),
 	}
 	grpcCfg := server.GRPCConfig{
 		Logger: logger, Reflection: o.reflection, Creds: creds,
@@ -247,7 +251,13 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	} else {
 		svcOpts = append(svcOpts, server.WithDefaultTenant(ids.dev))
 	}
-	gs, hs := server.NewGRPCServer(server.New(svcOpts...), grpcCfg)
+	svc := server.New(svcOpts...)
+	stopTasks, err := openTasks(ctx, o.tasksSQLite, runner, svc, taskSvc, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTasks(time.Second) // after an early error; shutdown stops it first otherwise
+	gs, hs := server.NewGRPCServer(svc, grpcCfg)
 	watchStoreHealth(st, hs, mets, logger)
 	if o.metricsListen != "" {
 		stopMetrics, err := serveHTTP("metrics", o.metricsListen, func(addr net.Addr) http.Handler {
@@ -271,7 +281,10 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if ready != nil {
 		ready <- lis.Addr()
 	}
-	return serveUntilDone(ctx, gs, lis, func() { shutdown(logger, gs, hs, runner, o.shutdownTimeout) })
+	return serveUntilDone(ctx, gs, lis, func() {
+		shutdown(logger, gs, hs, runner, o.shutdownTimeout)
+		stopTasks(o.shutdownTimeout)
+	})
 }
 
 // identities is who may call the broker: the configuration's tenants (a

@@ -140,10 +140,13 @@ func (rawCodec) Name() string { return "proto" }
 var (
 	classifyHeaderFields = []headerField{{path: "headers", num: 5}, {path: "request_headers", num: 10}}
 	executeHeaderFields  = []headerField{{path: "request.headers", parent: 1, num: 3}}
+	// CreateTaskRequest.execute (1) is an ExecuteRequest.
+	createTaskHeaderFields = []headerField{{path: "execute.request.headers", outer: 1, parent: 1, num: 3}}
 )
 
 type headerField struct {
 	path   string
+	outer  protowire.Number // 0: parent is a top-level field
 	parent protowire.Number // 0: a top-level field
 	num    protowire.Number
 }
@@ -185,6 +188,12 @@ func countField(data []byte, f headerField) int {
 			return n
 		}
 		switch {
+		case f.outer != 0:
+			if num == f.outer && typ == protowire.BytesType {
+				if inner, l := protowire.ConsumeBytes(data[tagLen:]); l >= 0 {
+					n += countField(inner, headerField{parent: f.parent, num: f.num})
+				}
+			}
 		case f.parent == 0 && num == f.num:
 			n++
 		case f.parent != 0 && num == f.parent && typ == protowire.BytesType:
@@ -222,6 +231,19 @@ func serviceDesc(svc rbv1.BrokerServiceServer) *grpc.ServiceDesc {
 				return limit(ctx, rbv1.BrokerService_ClassifyResponse_FullMethodName, MaxClassifyMessage)
 			},
 			svc.ClassifyResponse)},
+		{MethodName: "CreateTask", Handler: unaryHandler(rbv1.BrokerService_CreateTask_FullMethodName, createTaskHeaderFields,
+			func(ctx context.Context) int {
+				return limit(ctx, rbv1.BrokerService_CreateTask_FullMethodName, MaxRecvMsgSize)
+			},
+			svc.CreateTask)},
+		{MethodName: "GetTask", Handler: unaryHandler(rbv1.BrokerService_GetTask_FullMethodName, nil,
+			func(context.Context) int { return MaxTaskRefMessage }, svc.GetTask)},
+		{MethodName: "ListTasks", Handler: unaryHandler(rbv1.BrokerService_ListTasks_FullMethodName, nil,
+			func(context.Context) int { return MaxTaskRefMessage }, svc.ListTasks)},
+		{MethodName: "CancelTask", Handler: unaryHandler(rbv1.BrokerService_CancelTask_FullMethodName, nil,
+			func(context.Context) int { return MaxTaskRefMessage }, svc.CancelTask)},
+		{MethodName: "RetryTask", Handler: unaryHandler(rbv1.BrokerService_RetryTask_FullMethodName, nil,
+			func(context.Context) int { return MaxTaskRefMessage }, svc.RetryTask)},
 	}
 	desc.Streams = []grpc.StreamDesc{{
 		StreamName:    "ExecuteStream",

@@ -30,6 +30,7 @@ type Service struct {
 	fallbackTenant *tenant.Tenant
 	resolve        PolicyResolver
 	streams        streamSlots // open ExecuteStream calls per tenant and policy
+	tasks          *Tasks      // the task RPCs; nil answers UNIMPLEMENTED
 }
 
 // PolicyResolver finds the policy a request names within the caller's
@@ -94,12 +95,18 @@ func (s *Service) tenantFrom(ctx context.Context) (*tenant.Tenant, error) {
 }
 
 // MaxRequestSize implements RequestLimiter: ClassifyResponse accepts
-// MaxClassifyMessage; Execute and ExecuteStream accept the largest request
+// MaxClassifyMessage, the task RPCs that only name a task
+// MaxTaskRefMessage; Execute, ExecuteStream and CreateTask accept the largest request
 // body among the caller's policies plus ExecuteOverhead. A caller without
 // a tenant gets the smallest limit (its call is refused anyway).
 func (s *Service) MaxRequestSize(ctx context.Context, method string) int {
-	if method == rbv1.BrokerService_ClassifyResponse_FullMethodName {
+	switch method {
+	case rbv1.BrokerService_ClassifyResponse_FullMethodName:
 		return MaxClassifyMessage
+	case rbv1.BrokerService_GetTask_FullMethodName, rbv1.BrokerService_ListTasks_FullMethodName,
+		rbv1.BrokerService_CancelTask_FullMethodName, rbv1.BrokerService_RetryTask_FullMethodName,
+		rbv1.BrokerService_WatchTask_FullMethodName:
+		return MaxTaskRefMessage
 	}
 	t, err := s.tenantFrom(ctx)
 	if err != nil {

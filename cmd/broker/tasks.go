@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/server"
+	"github.com/retrybroker/retrybroker/internal/tasks"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+)
+
+// taskTenants finds a tenant by id for dispatching a stored task: the
+// configuration's tenant as it is now, or the dev tenant.
+func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
+	return func(id string) (*tenant.Tenant, bool) {
+		if ids.holder != nil {
+			return ids.holder.Directory().Tenant(id)
+		}
+		if ids.dev != nil && ids.dev.ID == id {
+			return ids.dev, true
+		}
+		return nil, false
+	}
+}
+
+// openTasks opens --tasks-sqlite PATH (nothing when empty) and starts
+// dispatching its due tasks through runner, with calls built by svc; the
+// returned stop closes it within timeout (a dispatch still running then is
+// cut, and its task runs again at the next start).
+func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger) (stop func(timeout time.Duration), err error) {
+	if path == "" {
+		return func(time.Duration) {}, nil
+	}
+	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask, tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks")))
+	if err != nil {
+		return nil, fmt.Errorf("--tasks-sqlite: %w", err)
+	}
+	ts.Store = st
+	if err := st.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = st.Close(ctx)
+		return nil, fmt.Errorf("--tasks-sqlite: start: %w", err)
+	}
+	var once sync.Once
+	return func(timeout time.Duration) {
+		once.Do(func() { closeTasks(st, timeout, logger) })
+	}, nil
+}
+
+func closeTasks(st *tasks.RiverStore, timeout time.Duration, logger *slog.Logger) {
+	{
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := st.Close(sctx); err != nil {
+			logger.Warn("tasks: close", "error", err)
+		}
+	}
+}
+
+// warnAndAbove passes on only warnings and errors: River logs every
+// migration and start at info.
+type warnAndAbove struct{ slog.Handler }
+
+func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnAndAbove) WithAttrs(a []slog.Attr) slog.Handler {
+	return warnAndAbove{h.Handler.WithAttrs(a)}
+}
+
+func (h warnAndAbove) WithGroup(name string) slog.Handler {
+	return warnAndAbove{h.Handler.WithGroup(name)}
+}

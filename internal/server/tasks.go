@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/tasks"
+	"github.com/retrybroker/retrybroker/internal/tenant"
+)
+
+// Tasks holds what the task RPCs need: the store (set before the server
+// serves; nil means the task RPCs answer UNIMPLEMENTED) and the lookup of
+// a tenant by its id, for dispatching a stored task with no caller.
+type Tasks struct {
+	Store  tasks.Store
+	Tenant func(id string) (*tenant.Tenant, bool)
+}
+
+// WithTasks enables the task RPCs on ts (with Execute's executor, which
+// every dispatch uses).
+func WithTasks(ts *Tasks) Option { return func(s *Service) { s.tasks = ts } }
+
+// SensitiveHeaders are the request headers whose values a task may not
+// store in clear; until encryption at rest (--tasks-key-file) is built, a
+// task carrying one is refused.
+var SensitiveHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Proxy-Authorization": true, "X-Api-Key": true}
+
+// MaxTaskRefMessage bounds the request of the task RPCs that only name a
+// task (or a page): 4 KiB.
+const MaxTaskRefMessage = 4 << 10
+
+var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+func (s *Service) taskStore() (tasks.Store, error) {
+	if s.tasks == nil || s.tasks.Store == nil || s.exec == nil {
+		return nil, status.Error(codes.Unimplemented, "tasks are not enabled on this broker (start it with --tasks-sqlite PATH)")
+	}
+	return s.tasks.Store, nil
+}
+
+// CreateTask validates the request as Execute does, stores it and
+// schedules it.
+func (s *Service) CreateTask(ctx context.Context, req *rbv1.CreateTaskRequest) (*rbv1.Task, error) {
+	st, err := s.taskStore()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.tenantFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v violations
+	if req.GetExecute() == nil {
+		v.add("execute", "required")
+	}
+	if id := req.GetTaskId(); id != "" && !taskIDPattern.MatchString(id) {
+		v.add("task_id", "must be 1 to 128 characters of A-Z, a-z, 0-9, _ and -")
+	}
+	notBefore, giveUp := checkTime(&v, "not_before", req.GetNotBefore()), checkTime(&v, "give_up_after", req.GetGiveUpAfter())
+	if !giveUp.IsZero() && !notBefore.IsZero() && !giveUp.After(notBefore) {
+		v.add("give_up_after", "must be after not_before")
+	}
+	if req.GetCallback() != nil {
+		v.add("callback", "task callbacks are not supported yet")
+	}
+	for i, h := range req.GetExecute().GetRequest().GetHeaders() {
+		if SensitiveHeaders[http.CanonicalHeaderKey(h.GetName())] {
+			v.add(fieldIndex("execute.request.headers", i, "name"),
+				"%s would be stored with the task; configure a broker-held credential (tenants[].credentials) for the policy instead", http.CanonicalHeaderKey(h.GetName()))
+		}
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	call, _, err := s.prepare(ctx, req.GetExecute()) // every check Execute makes
+	if err != nil {
+		return nil, err
+	}
+	raw, err := proto.Marshal(req.GetExecute())
+	if err != nil {
+		return nil, status.Error(codes.Internal, "internal error")
+	}
+	task, _, err := st.Create(ctx, tasks.NewTask{
+		Tenant: t.ID, ID: req.GetTaskId(), Policy: req.GetExecute().GetPolicy(),
+		NotBefore: notBefore, GiveUpAfter: giveUp,
+		IdempotencyKey: call.Header.Get(call.Policy.IdempotencyHeader), Request: raw,
+	})
+	if err != nil {
+		return nil, taskError(err)
+	}
+	return taskToProto(task), nil
+}
+
+func checkTime(v *violations, field string, ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	if err := ts.CheckValid(); err != nil {
+		v.add(field, "invalid timestamp")
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+// GetTask returns one of the caller's tasks.
+func (s *Service) GetTask(ctx context.Context, req *rbv1.GetTaskRequest) (*rbv1.Task, error) {
+	st, tenantID, err := s.taskCaller(ctx, req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	task, err := st.Get(ctx, tenantID, req.GetTaskId())
+	if err != nil {
+		return nil, taskError(err)
+	}
+	return taskToProto(task), nil
+}
+
+// CancelTask cancels one of the caller's tasks.
+func (s *Service) CancelTask(ctx context.Context, req *rbv1.CancelTaskRequest) (*rbv1.Task, error) {
+	st, tenantID, err := s.taskCaller(ctx, req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	task, err := st.Cancel(ctx, tenantID, req.GetTaskId())
+	if err != nil {
+		return nil, taskError(err)
+	}
+	return taskToProto(task), nil
+}
+
+// ListTasks pages through the caller's tasks.
+func (s *Service) ListTasks(ctx context.Context, req *rbv1.ListTasksRequest) (*rbv1.ListTasksResponse, error) {
+	st, err := s.taskStore()
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.tenantFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var v violations
+	if n := req.GetPageSize(); n < 0 || n > tasks.MaxPageSize {
+		v.add("page_size", "must be 0 (default %d) to %d", tasks.DefaultPageSize, tasks.MaxPageSize)
+	}
+	state := tasks.State(req.GetState())
+	if _, ok := rbv1.TaskState_name[int32(req.GetState())]; !ok {
+		v.add("state", "unknown task state %d", int32(req.GetState()))
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	list, next, err := st.List(ctx, t.ID, state, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, taskError(err)
+	}
+	out := &rbv1.ListTasksResponse{NextPageToken: next, Tasks: make([]*rbv1.Task, len(list))}
+	for i, task := range list {
+		out.Tasks[i] = taskToProto(task)
+	}
+	return out, nil
+}
+
+// taskCaller checks the store, the caller and the id of a one-task RPC.
+func (s *Service) taskCaller(ctx context.Context, id string) (tasks.Store, string, error) {
+	st, err := s.taskStore()
+	if err != nil {
+		return nil, "", err
+	}
+	t, err := s.tenantFrom(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if !taskIDPattern.MatchString(id) {
+		var v violations
+		v.add("task_id", "must be 1 to 128 characters of A-Z, a-z, 0-9, _ and -")
+		return nil, "", v.err()
+	}
+	return st, t.ID, nil
+}
+
+func taskError(err error) error {
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return status.Error(codes.NotFound, "task not found")
+	case errors.Is(err, tasks.ErrBadPageToken):
+		return status.Error(codes.InvalidArgument, "invalid request: page_token: not a token this broker issued")
+	}
+	if s := contextStatus(err); s != nil {
+		return s
+	}
+	return status.Error(codes.Unavailable, "task storage is unavailable; try again later")
+}
+
+// PrepareTask is the tasks.Prepare of the broker: it decodes a stored
+// ExecuteRequest and builds, in its tenant as it is configured now, the
+// call Execute would make.
+func (s *Service) PrepareTask(ctx context.Context, tenantID string, raw []byte) (*engine.Call, error) {
+	if s.exec == nil || s.tasks == nil || s.tasks.Tenant == nil {
+		return nil, errors.New("tasks are not enabled")
+	}
+	t, ok := s.tasks.Tenant(tenantID)
+	if !ok {
+		return nil, errors.New("the task's tenant is no longer configured")
+	}
+	var req rbv1.ExecuteRequest
+	if err := proto.Unmarshal(raw, &req); err != nil {
+		return nil, errors.New("the stored request cannot be decoded")
+	}
+	call, _, err := s.prepare(tenant.NewContext(ctx, t), &req)
+	if err != nil {
+		return nil, errors.New(status.Convert(err).Message())
+	}
+	return call, nil
+}
+
+func taskToProto(t *tasks.Task) *rbv1.Task {
+	out := &rbv1.Task{
+		TaskId: t.ID, Policy: t.Policy, State: rbv1.TaskState(t.State),
+		NotBefore: timestamppb.New(t.NotBefore), Attempts: attemptsToProto(t.Attempts, ""),
+		Outcome:    rbv1.Outcome(outcomes.proto(t.Outcome)),
+		CreateTime: timestamppb.New(t.CreateTime), UpdateTime: timestamppb.New(t.UpdateTime),
+		WaitReason: t.WaitReason, IdempotencyKey: t.IdempotencyKey,
+	}
+	if !t.GiveUpAfter.IsZero() {
+		out.GiveUpAfter = timestamppb.New(t.GiveUpAfter)
+	}
+	if !t.State.Final() {
+		out.NextRunTime = timestamppb.New(t.NextRunTime)
+	}
+	if r := t.Response; r != nil {
+		out.Response = &rbv1.HttpResponse{
+			StatusCode: int32(r.Status), Headers: fromHTTPHeader(r.Header),
+			Body: r.Body, BodyTruncated: r.Truncated, BodyIncomplete: r.Incomplete,
+		}
+	}
+	return out
+}
