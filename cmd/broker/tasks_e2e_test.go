@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -135,5 +137,73 @@ func TestTaskRPCStatuses(t *testing.T) {
 	off := startProc(t, "--allow-destinations", "127.0.0.1/32")
 	if _, err := off.client.GetTask(ctx, &rbv1.GetTaskRequest{TaskId: "x"}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("without --tasks-sqlite: %v", err)
+	}
+}
+
+// TestTaskWatchAndRetry: WatchTask streams a task's states through a real
+// broker and ends after a final one; RetryTask runs a FAILED task again
+// (a 400, then a 200) and refuses one that is not FAILED.
+func TestTaskWatchAndRetry(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(up.Close)
+	b := startProc(t, "--allow-destinations", "127.0.0.1/32", "--tasks-sqlite", filepath.Join(t.TempDir(), "tasks.db"))
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	watch := func() []rbv1.TaskState {
+		t.Helper()
+		stream, err := b.client.WatchTask(ctx, &rbv1.WatchTaskRequest{TaskId: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var states []rbv1.TaskState
+		for {
+			task, err := stream.Recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("watch: %v", err)
+				}
+				return states
+			}
+			states = append(states, task.GetState())
+		}
+	}
+	if _, err := b.client.CreateTask(ctx, &rbv1.CreateTaskRequest{
+		TaskId: "w", NotBefore: timestamppb.New(time.Now().Add(500 * time.Millisecond)),
+		Execute: &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	states := watch()
+	if len(states) < 2 || states[0] != rbv1.TaskState_TASK_STATE_SCHEDULED || states[len(states)-1] != rbv1.TaskState_TASK_STATE_FAILED {
+		t.Fatalf("watched %v, want SCHEDULED first and FAILED last", states)
+	}
+	retried, err := b.client.RetryTask(ctx, &rbv1.RetryTaskRequest{TaskId: "w"})
+	if err != nil || retried.GetState() != rbv1.TaskState_TASK_STATE_SCHEDULED {
+		t.Fatalf("retry: %v %v", retried, err)
+	}
+	if states := watch(); states[len(states)-1] != rbv1.TaskState_TASK_STATE_SUCCEEDED {
+		t.Fatalf("after retry watched %v, want SUCCEEDED last", states)
+	}
+	if _, err := b.client.RetryTask(ctx, &rbv1.RetryTaskRequest{TaskId: "w"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("retry of a succeeded task: %v", err)
+	}
+	nf, err := b.client.WatchTask(ctx, &rbv1.WatchTaskRequest{TaskId: "unknown"})
+	if err == nil {
+		_, err = nf.Recv()
+	}
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("watch of an unknown task: %v", err)
 	}
 }

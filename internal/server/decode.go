@@ -262,6 +262,22 @@ func serviceDesc(svc rbv1.BrokerServiceServer) *grpc.ServiceDesc {
 			return srv.(rbv1.BrokerServiceServer).ExecuteStream(in,
 				&grpc.GenericServerStream[rbv1.ExecuteRequest, rbv1.ExecuteStreamResponse]{ServerStream: stream})
 		},
+	}, {
+		StreamName:    "WatchTask",
+		ServerStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			raw := new(rawMessage)
+			if err := stream.RecvMsg(raw); err != nil {
+				return err
+			}
+			defer raw.buf.Free()
+			in := new(rbv1.WatchTaskRequest)
+			if err := decodeRequest(raw, MaxTaskRefMessage, nil, in); err != nil {
+				return err
+			}
+			return srv.(rbv1.BrokerServiceServer).WatchTask(in,
+				&grpc.GenericServerStream[rbv1.WatchTaskRequest, rbv1.Task]{ServerStream: stream})
+		},
 	}}
 	return &desc
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -244,4 +245,58 @@ func taskToProto(t *tasks.Task) *rbv1.Task {
 		}
 	}
 	return out
+}
+
+// RetryTask schedules one of the caller's FAILED tasks again.
+func (s *Service) RetryTask(ctx context.Context, req *rbv1.RetryTaskRequest) (*rbv1.Task, error) {
+	st, tenantID, err := s.taskCaller(ctx, req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	task, err := st.Retry(ctx, tenantID, req.GetTaskId())
+	if errors.Is(err, tasks.ErrNotFailed) {
+		return nil, status.Error(codes.FailedPrecondition, "only a FAILED task can be retried")
+	}
+	if err != nil {
+		return nil, taskError(err)
+	}
+	return taskToProto(task), nil
+}
+
+// WatchPoll is how often WatchTask reads its task for a change.
+const WatchPoll = 100 * time.Millisecond
+
+// WatchTask sends the caller's task now and on every change of its state
+// (or of its update time), and ends after it sent a final state. It reads
+// the store every WatchPoll.
+func (s *Service) WatchTask(req *rbv1.WatchTaskRequest, stream grpc.ServerStreamingServer[rbv1.Task]) error {
+	ctx := stream.Context()
+	st, tenantID, err := s.taskCaller(ctx, req.GetTaskId())
+	if err != nil {
+		return err
+	}
+	var last time.Time
+	lastState := tasks.StateUnspecified
+	tick := time.NewTicker(WatchPoll)
+	defer tick.Stop()
+	for {
+		task, err := st.Get(ctx, tenantID, req.GetTaskId())
+		if err != nil {
+			return taskError(err)
+		}
+		if task.State != lastState || !task.UpdateTime.Equal(last) {
+			if err := stream.Send(taskToProto(task)); err != nil {
+				return err
+			}
+			last, lastState = task.UpdateTime, task.State
+		}
+		if task.State.Final() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return contextStatus(ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

@@ -341,6 +341,48 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 	return s.Get(ctx, tenant, id)
 }
 
+// Retry implements Store: in one transaction the row becomes SCHEDULED
+// again (due now, give_up_after cleared when passed) and a new River job
+// is inserted for it.
+func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error) {
+	r, err := s.getRow(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != StateFailed {
+		return nil, ErrNotFailed
+	}
+	now := s.clock.Now()
+	giveUp := nano(r.GiveUpAfter)
+	if giveUp != 0 && !now.Before(r.GiveUpAfter) {
+		giveUp = 0 // a retry after give_up_after would fail at once
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, `UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, give_up_after = ?,
+		wait_reason = '', error = '' WHERE seq = ? AND state = ?`, StateScheduled, nano(now), nano(now), giveUp, r.seq, StateFailed)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: retry: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, ErrNotFailed // changed meanwhile
+	}
+	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, &river.InsertOpts{ScheduledAt: now})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: schedule: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE retrybroker_task SET job_id = ? WHERE seq = ?`, job.Job.ID, r.seq); err != nil {
+		return nil, fmt.Errorf("tasks: link job: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("tasks: commit: %w", err)
+	}
+	return s.Get(ctx, tenant, id)
+}
+
 // worker dispatches one due task.
 type worker struct {
 	river.WorkerDefaults[dispatchArgs]

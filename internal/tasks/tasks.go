@@ -114,7 +114,14 @@ type Store interface {
 	// Cancel moves the tenant's task id to CANCELLED unless it is final,
 	// and returns it; ErrNotFound when there is none.
 	Cancel(ctx context.Context, tenant, id string) (*Task, error)
+	// Retry schedules the tenant's FAILED task id to run now, keeping its
+	// attempts, idempotency key and request, and returns it; ErrNotFound
+	// when there is none, ErrNotFailed when it is not FAILED.
+	Retry(ctx context.Context, tenant, id string) (*Task, error)
 }
+
+// ErrNotFailed reports a Retry of a task that is not FAILED.
+var ErrNotFailed = errors.New("only a FAILED task can be retried")
 
 // MaxPageSize bounds List's page; DefaultPageSize is used for 0.
 const (

@@ -395,3 +395,38 @@ func TestTaskSurvivesRestart(t *testing.T) {
 		t.Fatalf("after restart: %s, %d sends", done.State, len(up.requests()))
 	}
 }
+
+// TestTaskRetryAfterFailure: a task that failed (a 400 is not retryable)
+// is scheduled again by Retry and succeeds, keeping its first attempt and
+// its idempotency key; Retry of a task that is not FAILED is refused.
+func TestTaskRetryAfterFailure(t *testing.T) {
+	up := newUpstream(t, reply{status: 400}, reply{status: 200})
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	created, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "f", Request: request(t, "POST", up.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := waitFor(t, s, "a", "f", final)
+	if failed.State != tasks.StateFailed || failed.Outcome != engine.OutcomeNotRetryable {
+		t.Fatalf("first run: %s %s", failed.State, failed.Outcome)
+	}
+	if _, err := s.Retry(t.Context(), "b", "f"); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("tenant b retried a's task: %v", err)
+	}
+	again, err := s.Retry(t.Context(), "a", "f")
+	if err != nil || again.State != tasks.StateScheduled {
+		t.Fatalf("retry: %v %+v", err, again)
+	}
+	done := waitFor(t, s, "a", "f", final)
+	if done.State != tasks.StateSucceeded || len(done.Attempts) != 2 || done.Dispatches != 2 {
+		t.Fatalf("after retry: %s, %d attempts, %d dispatches", done.State, len(done.Attempts), done.Dispatches)
+	}
+	for i, r := range up.requests() {
+		if r.idempotencyKey != created.IdempotencyKey {
+			t.Errorf("send %d key %q, want %q", i+1, r.idempotencyKey, created.IdempotencyKey)
+		}
+	}
+	if _, err := s.Retry(t.Context(), "a", "f"); !errors.Is(err, tasks.ErrNotFailed) {
+		t.Fatalf("retry of a succeeded task: %v", err)
+	}
+}
