@@ -159,6 +159,17 @@ func TestRequestsBoundedPerRPC(t *testing.T) {
 			append(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendBytes(nil, emptyHeaders(3, 1000))...),
 			codes.InvalidArgument, "too many headers",
 		},
+		{
+			"create task doubly nested headers", rbv1.BrokerService_CreateTask_FullMethodName,
+			append(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendBytes(nil,
+				append(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendBytes(nil, emptyHeaders(3, 1000))...))...),
+			codes.InvalidArgument, "too many headers",
+		},
+		{
+			"get task over its limit", rbv1.BrokerService_GetTask_FullMethodName,
+			protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), strings.Repeat("a", server.MaxTaskRefMessage)),
+			codes.ResourceExhausted, "too large",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := invokeRaw(ctx, conn, tc.method, tc.msg)
