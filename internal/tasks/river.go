@@ -272,15 +272,9 @@ func (s *RiverStore) List(ctx context.Context, tenant string, state State, pageS
 		pageSize = DefaultPageSize
 	}
 	pageSize = min(pageSize, MaxPageSize)
-	after := int64(0)
-	if pageToken != "" {
-		b, err := base64.RawURLEncoding.DecodeString(pageToken)
-		if err == nil {
-			after, err = strconv.ParseInt(string(b), 10, 64)
-		}
-		if err != nil || after < 0 {
-			return nil, "", ErrBadPageToken
-		}
+	after, err := parsePageToken(pageToken)
+	if err != nil {
+		return nil, "", err
 	}
 	q := `SELECT ` + columns + ` FROM retrybroker_task WHERE tenant = ? AND seq > ?`
 	args := []any{tenant, after}
@@ -304,7 +298,7 @@ func (s *RiverStore) List(ctx context.Context, tenant string, state State, pageS
 			return nil, "", fmt.Errorf("tasks: list: %w", err)
 		}
 		if len(out) == pageSize {
-			next = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(last, 10)))
+			next = encodePageToken(last)
 			break
 		}
 		out = append(out, &r.Task)
@@ -314,6 +308,31 @@ func (s *RiverStore) List(ctx context.Context, tenant string, state State, pageS
 		return nil, "", fmt.Errorf("tasks: list: %w", err)
 	}
 	return out, next, nil
+}
+
+// encodePageToken is the token of the page after the task at position seq.
+func encodePageToken(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
+}
+
+// parsePageToken returns the position a token of encodePageToken names (0 for
+// the empty token), or ErrBadPageToken for anything else.
+func parsePageToken(tok string) (int64, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	if len(tok) > 32 {
+		return 0, ErrBadPageToken
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return 0, ErrBadPageToken
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n <= 0 || encodePageToken(n) != tok {
+		return 0, ErrBadPageToken
+	}
+	return n, nil
 }
 
 // ErrBadPageToken reports a page token List did not issue.
