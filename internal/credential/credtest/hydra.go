@@ -104,24 +104,7 @@ func StartHydra(tb testing.TB, cfg HydraConfig) *Hydra {
 // HydraBinary finds the hydra binary: $HYDRA_BIN, else bin/hydra at the
 // module's root, else hydra on PATH, with a message that says how to get
 // it.
-func HydraBinary() (string, error) {
-	if p := os.Getenv("HYDRA_BIN"); p != "" {
-		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-			return "", fmt.Errorf("credtest: HYDRA_BIN=%s is not a file: run make deps (builds ory/hydra from tools/hydra into bin/hydra)", p)
-		}
-		return p, nil
-	}
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "hydra")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("hydra"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("credtest: hydra not found (bin/hydra, $HYDRA_BIN or PATH): run make deps (builds ory/hydra from tools/hydra into bin/hydra)")
-}
+func HydraBinary() (string, error) { return findBinary("hydra", "HYDRA_BIN") }
 
 func startHydra(bin, dir string, cfg HydraConfig) (*Hydra, error) {
 	pub, err := freePort()

@@ -100,6 +100,31 @@ func LoopbackDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	return d.DialContext(ctx, network, addr)
 }
 
+// findBinary finds the binary of a server built by make deps from
+// tools/name: $env when env is not empty and set, else bin/name at the
+// module's root, else name on PATH. The error says how to get it.
+func findBinary(name, env string) (string, error) {
+	how := "run make deps (builds it from tools/" + name + " into bin/" + name + ")"
+	if env != "" {
+		if p := os.Getenv(env); p != "" {
+			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+				return "", fmt.Errorf("credtest: %s=%s is not a file: %s", env, p, how)
+			}
+			return p, nil
+		}
+	}
+	if root, err := moduleRoot(); err == nil {
+		p := filepath.Join(root, "bin", name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("credtest: %s not found (bin/%s or PATH): %s", name, name, how)
+}
+
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -54,18 +53,7 @@ type S3 struct {
 
 // S3Binary returns the path of bin/versitygw in the module's root (built
 // by make deps), or versitygw on PATH, or an error that says how to get it.
-func S3Binary() (string, error) {
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "versitygw")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("credtest: bin/versitygw not found: run make deps (builds it from tools/versitygw)")
-}
+func S3Binary() (string, error) { return findBinary("versitygw", "") }
 
 // StartS3 starts an S3 server for tb with fresh random root keys and stops
 // it at cleanup. It calls tb.Fatal when versitygw is missing (run make
