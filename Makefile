@@ -21,13 +21,17 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE ?= localhost/retrybroker:dev
 
-.PHONY: all tools deps redis versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools devtools deps redis versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
 ## tools: install the pinned Go tools (buf, protoc plugins, staticcheck, gofumpt, grpcurl, gocyclo,
 ## and helm and promtool, each in its own module for its large dependency tree) into ./bin
-tools: $(BIN)/.tools-stamp $(BIN)/.helm-stamp $(BIN)/.promtool-stamp
+tools: devtools $(BIN)/.helm-stamp $(BIN)/.promtool-stamp
+
+## devtools: only the quick ones (buf, protoc plugins, staticcheck, gofumpt, grpcurl, gocyclo): what
+## lint, generate and the README's quickstart need, without helm and promtool's long first build
+devtools: $(BIN)/.tools-stamp
 $(BIN)/.tools-stamp: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOBIN=$(BIN) $(GO) install tool
@@ -95,7 +99,7 @@ run:
 
 ## generate: regenerate gen/ (Go), the Python and TypeScript stubs from proto/ with pinned local plugins,
 ## and docs/providers.md from the built-in provider catalog
-generate: tools
+generate: devtools
 	$(BIN)/buf format -w
 	$(BIN)/buf generate
 	$(GO) run ./cmd/broker providers docs > docs/providers.md.tmp && mv docs/providers.md.tmp docs/providers.md
@@ -109,15 +113,15 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- gen clients | grep -v node_modules)" || { git status --porcelain -- gen clients; echo "make generate left untracked files"; exit 1; }
 
 ## fmt: format Go code with gofumpt
-fmt: tools
+fmt: devtools
 	$(BIN)/gofumpt -w $$(git ls-files '*.go' | grep -v '^gen/')
 
 ## complexity: the ten most complex production functions (gocyclo; tests, gen/ and bench/ left out)
-complexity: tools
+complexity: devtools
 	$(BIN)/gocyclo -top 10 $$(git ls-files '*.go' | grep -v '_test\.go$$' | grep -v '^gen/' | grep -v '^bench/')
 
 ## lint: gofumpt, go vet, staticcheck, buf lint and buf format; the clients' ruff, mypy, tsc and biome
-lint: tools
+lint: devtools
 	@out=$$($(BIN)/gofumpt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofumpt would change:"; echo "$$out"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

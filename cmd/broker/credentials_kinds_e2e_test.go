@@ -564,3 +564,31 @@ func TestCredentialKindsHTTPSignatureMissingComponent(t *testing.T) {
 		t.Fatalf("with Content-Type: %v %v, Signature-Input %q", err, res.GetOutcome(), up.last("Signature-Input"))
 	}
 }
+
+// TestCredentialKindsSigV4UnsignableQuery: a query the SigV4 signer would
+// send changed (a ';' separator) is the caller's error, INVALID_ARGUMENT
+// naming the credential, and nothing is sent; the same call with '&' is
+// signed and sent.
+func TestCredentialKindsSigV4UnsignableQuery(t *testing.T) {
+	dir := t.TempDir()
+	ak, sk := filepath.Join(dir, "ak"), filepath.Join(dir, "sk")
+	writeFileAtomic(t, ak, "AKIDQUERYTEST\n")
+	writeFileAtomic(t, sk, "query-test-secret\n")
+	up := newHeaderUpstream(t)
+	p := startProc(t, "--config", writeConfig(t, credBrokerConfig(
+		"      api: {kind: aws_sigv4, region: eu-west-1, service: execute-api, access_key_id_file: "+ak+
+			", secret_access_key_file: "+sk+"}\n", loopbackPolicy)))
+
+	_, err := p.executeCred(t, "", up.URL+"/x?a=1;b=2")
+	msg := status.Convert(err).Message()
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, "credential api") || strings.Contains(msg, "query-test-secret") {
+		t.Fatalf("a query with ';': %v; want INVALID_ARGUMENT naming the credential and no secret", err)
+	}
+	if up.count() != 0 {
+		t.Fatalf("the upstream received %d requests", up.count())
+	}
+	res, err := p.executeCred(t, "", up.URL+"/x?a=1&b=2")
+	if err != nil || res.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS || !strings.HasPrefix(up.last("Authorization"), "AWS4-HMAC-SHA256 ") {
+		t.Fatalf("a query with '&': %v %v, Authorization %q", err, res.GetOutcome(), up.last("Authorization"))
+	}
+}

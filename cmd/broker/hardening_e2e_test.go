@@ -121,6 +121,11 @@ func TestRealWiringUnderConcurrency(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(up.Close)
+	// The reports go to another gate (another port): on Execute's own gate,
+	// 160 reported 429s would rightly teach the broker a quota and hold or
+	// refuse the Executes, which is timing, not wiring.
+	reported := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(reported.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	exited := make(chan int, 1)
@@ -161,10 +166,10 @@ func TestRealWiringUnderConcurrency(t *testing.T) {
 					continue
 				}
 				if resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS {
-					t.Errorf("outcome %s", resp.GetOutcome())
+					t.Errorf("%s: outcome %s after %d attempts", url, resp.GetOutcome(), len(resp.GetAttempts()))
 				}
 				if _, err := client.ClassifyResponse(context.Background(), &rbv1.ClassifyResponseRequest{
-					Url: url, StatusCode: 429, Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "0"}},
+					Url: reported.URL + "/?c=" + strconv.Itoa(c), StatusCode: 429, Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "0"}},
 				}); err != nil {
 					errs <- err
 				}

@@ -371,10 +371,11 @@ func (c *sigv4Cred) Apply(ctx context.Context, req *http.Request, call *Call) (S
 	}
 	// The signer re-encodes the query from its parsed form, which leaves
 	// out what does not parse (a ';' separator, a bad escape): such a query
-	// would be sent changed, so it is not signed.
+	// would be sent changed, so it is not signed. No retry would change
+	// it: it is the caller's error (a *ComponentError: INVALID_ARGUMENT).
 	if q := req.URL.RawQuery; q != "" {
 		if _, err := url.ParseQuery(q); err != nil {
-			return Stamp{}, &UnavailableError{Credential: c.name, Cause: fmt.Errorf("the query cannot be signed as sent: %w", err)}
+			return Stamp{}, &ComponentError{Credential: c.name, Component: "query", Reason: "the query cannot be signed as sent: " + err.Error()}
 		}
 	}
 	if req.Header == nil {

@@ -161,7 +161,9 @@ func TestSigV4SessionTokenSigned(t *testing.T) {
 }
 
 // TestSigV4RefusesAQueryItWouldChange: a query the signer would send
-// changed (a ';' separator, a bad escape) is not signed.
+// changed (a ';' separator, a bad escape) is not signed: a caller's error
+// (ComponentError, INVALID_ARGUMENT at the RPC), not an unavailable
+// credential.
 func TestSigV4RefusesAQueryItWouldChange(t *testing.T) {
 	dir := t.TempDir()
 	c, err := credential.New(credential.Spec{Name: "c", Kind: credential.KindAWSSigV4, SigV4: &credential.SigV4Spec{
@@ -175,7 +177,7 @@ func TestSigV4RefusesAQueryItWouldChange(t *testing.T) {
 	for _, q := range []string{"a=1;b=2", "a=%zz"} {
 		req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "https", Host: "h.example", Path: "/", RawQuery: q}, Header: http.Header{}}
 		_, err := c.Apply(context.Background(), req, nil)
-		if !credential.IsUnavailable(err) || req.Header.Get("Authorization") != "" {
+		if !credential.IsComponentError(err) || credential.IsUnavailable(err) || req.Header.Get("Authorization") != "" {
 			t.Fatalf("query %q: %v, Authorization %q", q, err, req.Header.Get("Authorization"))
 		}
 		if req.URL.RawQuery != q {

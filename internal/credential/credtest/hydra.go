@@ -1,7 +1,8 @@
 // Package credtest starts real servers that credentials are tested
 // against, on loopback ports only: [StartHydra] runs ory/hydra, a real
-// OAuth 2.0 server, built by "make deps" into bin/hydra from the pinned
-// module in tools/hydra.
+// OAuth 2.0 server, and [StartS3] versitygw, an S3 server that verifies
+// SigV4, each built by "make deps" into bin/ from its pinned module in
+// tools/.
 //
 // Every process is stopped by its own pid at cleanup, with bounded waits,
 // and is also killed by the kernel if the test binary dies first (Linux).
@@ -12,13 +13,10 @@ package credtest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,7 +24,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -68,10 +65,7 @@ type Hydra struct {
 	// holds the secret (no line ending).
 	ClientID, ClientSecret, ClientSecretFile string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    syncBuffer
-	once   sync.Once
+	proc
 }
 
 // StartHydra starts hydra for tb, creates its client, and stops it at
@@ -110,44 +104,7 @@ func StartHydra(tb testing.TB, cfg HydraConfig) *Hydra {
 // HydraBinary finds the hydra binary: $HYDRA_BIN, else bin/hydra at the
 // module's root, else hydra on PATH, with a message that says how to get
 // it.
-func HydraBinary() (string, error) {
-	if p := os.Getenv("HYDRA_BIN"); p != "" {
-		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-			return "", fmt.Errorf("credtest: HYDRA_BIN=%s is not a file: run make deps (builds ory/hydra from tools/hydra into bin/hydra)", p)
-		}
-		return p, nil
-	}
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "hydra")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("hydra"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("credtest: hydra not found (bin/hydra, $HYDRA_BIN or PATH): run make deps (builds ory/hydra from tools/hydra into bin/hydra)")
-}
-
-// moduleRoot is the nearest parent of the working directory with a go.mod
-// of this module.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(b, []byte("module github.com/retrybroker/retrybroker\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod of github.com/retrybroker/retrybroker above the working directory")
-		}
-		dir = parent
-	}
-}
+func HydraBinary() (string, error) { return findBinary("hydra", "HYDRA_BIN") }
 
 func startHydra(bin, dir string, cfg HydraConfig) (*Hydra, error) {
 	pub, err := freePort()
@@ -170,11 +127,10 @@ func startHydra(bin, dir string, cfg HydraConfig) (*Hydra, error) {
 		TokenURL:      issuer + "oauth2/token",
 		AdminURL:      "http://127.0.0.1:" + strconv.Itoa(adm),
 		IntrospectURL: "http://127.0.0.1:" + strconv.Itoa(adm) + "/admin/oauth2/introspect",
-		exited:        make(chan struct{}),
 	}
-	h.cmd = exec.Command(bin, "serve", "all", "--dev", "--sqa-opt-out")
-	h.cmd.Dir = dir
-	h.cmd.Env = []string{
+	cmd := exec.Command(bin, "serve", "all", "--dev", "--sqa-opt-out")
+	cmd.Dir = dir
+	cmd.Env = []string{
 		"HOME=" + dir,
 		"DSN=memory",
 		"URLS_SELF_ISSUER=" + issuer,
@@ -195,12 +151,9 @@ func startHydra(bin, dir string, cfg HydraConfig) (*Hydra, error) {
 		"HTTPS_PROXY=http://127.0.0.1:9",
 		"NO_PROXY=127.0.0.1,localhost,::1",
 	}
-	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
-	setParentDeathSignal(h.cmd)
-	if err := h.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start hydra: %w", err)
+	if err := h.start("hydra", cmd); err != nil {
+		return nil, err
 	}
-	go func() { _ = h.cmd.Wait(); close(h.exited) }()
 
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -332,27 +285,6 @@ func (h *Hydra) admin(method, path, contentType string, body []byte, want int, o
 	return json.Unmarshal(b, out)
 }
 
-// Pid is hydra's process id.
-func (h *Hydra) Pid() int { return h.cmd.Process.Pid }
-
-// Logs is what hydra wrote so far.
-func (h *Hydra) Logs() string { return h.out.String() }
-
-// Stop kills hydra (SIGKILL) by its pid and waits, at most stopTimeout,
-// until it has exited. Stopping twice does nothing.
-func (h *Hydra) Stop() error {
-	var err error
-	h.once.Do(func() {
-		_ = h.cmd.Process.Kill()
-		select {
-		case <-h.exited:
-		case <-time.After(stopTimeout):
-			err = fmt.Errorf("credtest: hydra pid %d not reaped %v after SIGKILL", h.cmd.Process.Pid, stopTimeout)
-		}
-	})
-	return err
-}
-
 // loopbackClient dials loopback addresses only, whatever a URL says.
 var loopbackClient = &http.Client{
 	Transport: &http.Transport{
@@ -363,22 +295,6 @@ var loopbackClient = &http.Client{
 	Timeout:       requestTimeout,
 }
 
-// LoopbackDial dials addr only when it is a loopback IP address (no name
-// is resolved): a test's HTTP clients use it so that no test traffic can
-// leave the machine, even when the code under test is broken.
-func LoopbackDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("credtest: refusing to dial %s: not a loopback address", addr)
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, addr)
-}
-
 // LoopbackClient returns an HTTP client that dials loopback IP addresses
 // only and follows no redirect, as Deps.TokenClient's would.
 func LoopbackClient() *http.Client {
@@ -386,39 +302,4 @@ func LoopbackClient() *http.Client {
 		Transport:     &http.Transport{Proxy: nil, DialContext: LoopbackDial, MaxIdleConnsPerHost: 64},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func randomHex(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

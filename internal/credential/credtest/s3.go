@@ -3,10 +3,8 @@ package credtest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +25,6 @@ import (
 // server fails the test instead of hanging it.
 const (
 	s3StartTimeout = 20 * time.Second
-	s3StopTimeout  = 10 * time.Second
 )
 
 // S3Region is the region the S3 server signs for.
@@ -52,46 +48,12 @@ type S3 struct {
 	AccessKeyID, SecretAccessKey string
 	AccessKeyFile, SecretKeyFile string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    s3Buffer
-	once   sync.Once
+	proc
 }
 
 // S3Binary returns the path of bin/versitygw in the module's root (built
 // by make deps), or versitygw on PATH, or an error that says how to get it.
-func S3Binary() (string, error) {
-	if root, err := s3ModuleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "versitygw")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("credtest: bin/versitygw not found: run make deps (builds it from tools/versitygw)")
-}
-
-// s3ModuleRoot walks up from the working directory to the go.mod of
-// github.com/retrybroker/retrybroker.
-func s3ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(b, []byte("module github.com/retrybroker/retrybroker\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("credtest: not inside the retrybroker module")
-		}
-		dir = parent
-	}
-}
+func S3Binary() (string, error) { return findBinary("versitygw", "") }
 
 // StartS3 starts an S3 server for tb with fresh random root keys and stops
 // it at cleanup. It calls tb.Fatal when versitygw is missing (run make
@@ -104,12 +66,14 @@ func StartS3(tb testing.TB) *S3 {
 	}
 	dir := tb.TempDir()
 	s := &S3{Region: S3Region}
-	if s.AccessKeyID, err = s3Random("AKIA", 8); err != nil {
+	ak, err := randomHex(8)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	if s.SecretAccessKey, err = s3Random("", 20); err != nil {
+	if s.SecretAccessKey, err = randomHex(20); err != nil {
 		tb.Fatal(err)
 	}
+	s.AccessKeyID, s.SecretAccessKey = "AKIA"+strings.ToUpper(ak), strings.ToUpper(s.SecretAccessKey)
 	s.AccessKeyFile = filepath.Join(dir, "access_key_id")
 	s.SecretKeyFile = filepath.Join(dir, "secret_access_key")
 	for p, v := range map[string]string{s.AccessKeyFile: s.AccessKeyID, s.SecretKeyFile: s.SecretAccessKey} {
@@ -123,11 +87,11 @@ func StartS3(tb testing.TB) *S3 {
 	}
 	var last error
 	for range 5 { // a port taken between the probe and the bind: another
-		port, err := s3FreePort()
+		port, err := freePort()
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if last = s.start(bin, root, port); last == nil {
+		if last = s.launch(bin, root, port); last == nil {
 			break
 		}
 		if !strings.Contains(s.Logs(), "in use") {
@@ -145,28 +109,23 @@ func StartS3(tb testing.TB) *S3 {
 	return s
 }
 
-// start runs versitygw on port and waits until it answers HTTP. The keys
+// launch runs versitygw on port and waits until it answers HTTP. The keys
 // are passed in its environment, not on its command line.
-func (s *S3) start(bin, root string, port int) error {
+func (s *S3) launch(bin, root string, port int) error {
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s.Endpoint = "http://" + s.Addr
-	s.out = s3Buffer{}
-	s.once = sync.Once{}
+	s.proc = proc{} // a fresh process: this may be another try on a new port
 	cmd := exec.Command(bin, "--port", s.Addr, "--region", s.Region, "--quiet", "posix", root)
 	cmd.Dir = root
 	cmd.Env = []string{
 		"PATH=/usr/bin:/bin", "HOME=" + root,
 		"ROOT_ACCESS_KEY_ID=" + s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY=" + s.SecretAccessKey,
 	}
-	cmd.Stdout, cmd.Stderr = &s.out, &s.out
-	s3SetParentDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := s.proc.start("versitygw", cmd); err != nil {
 		return err
 	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(s3StartTimeout)
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DialContext: s3LoopbackDial}}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DialContext: LoopbackDial}}
 	for {
 		resp, err := client.Get(s.Endpoint + "/")
 		if err == nil {
@@ -188,33 +147,9 @@ func (s *S3) start(bin, root string, port int) error {
 	}
 }
 
-// Pid is the server's process id.
-func (s *S3) Pid() int { return s.cmd.Process.Pid }
-
-// Logs is what the server wrote.
-func (s *S3) Logs() string { return s.out.String() }
-
-// Stop kills the server by its pid and waits, at most s3StopTimeout, for it
-// to exit. Stopping it again does nothing.
-func (s *S3) Stop() error {
-	var err error
-	s.once.Do(func() {
-		if s.cmd == nil {
-			return
-		}
-		_ = s.cmd.Process.Kill()
-		select {
-		case <-s.exited:
-		case <-time.After(s3StopTimeout):
-			err = fmt.Errorf("credtest: versitygw pid %d not reaped %v after SIGKILL", s.cmd.Process.Pid, s3StopTimeout)
-		}
-	})
-	return err
-}
-
 // Client is an HTTP client that dials loopback only.
 func (s *S3) Client() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: s3LoopbackDial}}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: LoopbackDial}}
 }
 
 // Do sends one request signed with the root keys by the AWS SDK's signer
@@ -250,54 +185,4 @@ func (s *S3) CreateBucket(tb testing.TB, name string) {
 	if err != nil || code != http.StatusOK {
 		tb.Fatalf("credtest: create bucket %s: %d %v %s", name, code, err, body)
 	}
-}
-
-// s3LoopbackDial dials loopback addresses only.
-func s3LoopbackDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("credtest: refusing to dial %s: not a loopback address", addr)
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, addr)
-}
-
-// s3FreePort returns a loopback TCP port that was free a moment ago.
-func s3FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("credtest: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// s3Random returns prefix and n random bytes in upper-case hex.
-func s3Random(prefix string, n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return prefix + strings.ToUpper(hex.EncodeToString(b)), nil
-}
-
-// s3Buffer is a bytes.Buffer safe for the process's writes and our reads.
-type s3Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *s3Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *s3Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

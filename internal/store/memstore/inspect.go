@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -153,54 +152,9 @@ func compareNames(a, b gateName) int {
 // parsePosition reverses position; ok is false for "" or a string
 // position cannot return.
 func parsePosition(p string) (gateName, bool) {
-	sc, cr, ok := strings.Cut(p, ":")
-	if !ok {
-		return gateName{}, false
-	}
-	scope, ok1 := unescape(sc)
-	cred, ok2 := unescape(cr)
-	return gateName{scope, cred}, ok1 && ok2
+	scope, cred, ok := store.ParseGatePosition(p)
+	return gateName{scope, cred}, ok
 }
 
-func unescape(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), true
-}
-
-// position is name's place in the listing order: its scope and credential
-// percent-escaped (every byte outside [A-Za-z0-9._~-]) and joined by ':'.
-func position(name gateName) string {
-	return escape(name.scope) + ":" + escape(name.credential)
-}
-
-func escape(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
+// position is name's place in the listing order (store.GatePosition).
+func position(name gateName) string { return store.GatePosition(name.scope, name.credential) }

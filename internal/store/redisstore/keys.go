@@ -1,48 +1,14 @@
 package redisstore
 
 import (
-	"strings"
-
 	"github.com/retrybroker/retrybroker/internal/store"
 )
 
 // DefaultKeyPrefix starts every key the store writes.
 const DefaultKeyPrefix = "rb:v1:"
 
-// keep reports whether b may appear unescaped in a key component.
-func keep(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
-		b == '-' || b == '.' || b == '_' || b == '~'
-}
-
-// escape percent-escapes every byte of s outside [A-Za-z0-9._~-]. The
-// result never contains ':', '{', '}' or a bare '%', and distinct inputs give
-// distinct outputs.
-func escape(s string) string {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if !keep(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(s) + 2*n)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if keep(c) {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
+// escape is the form of every key component (store.EscapeComponent).
+func escape(s string) string { return store.EscapeComponent(s) }
 
 // keys builds the key names of one store.
 type keys struct{ prefix string }
@@ -79,7 +45,7 @@ func (k keys) index(tenant string) string {
 // member is the gate's member in its tenant's index: the part of its key
 // names after the kind.
 func (k keys) member(g store.GateKey) string {
-	return escape(g.Scope) + ":" + escape(g.Credential)
+	return store.GatePosition(g.Scope, g.Credential)
 }
 
 func (k keys) pace(tenant, host string) string {

@@ -95,9 +95,13 @@ func FuzzEscape(f *testing.F) {
 		if strings.ContainsAny(e, ":{}") {
 			t.Fatalf("escape(%q) = %q holds a separator", s, e)
 		}
-		back, ok := unescape(e)
+		back, ok := store.UnescapeComponent(e)
 		if !ok || back != s {
 			t.Fatalf("unescape(escape(%q)) = %q, %v", s, back, ok)
+		}
+		// A gate's listing position (its index member) round-trips too.
+		if sc, cr, ok := store.ParseGatePosition(store.GatePosition(s, s+"x")); !ok || sc != s || cr != s+"x" {
+			t.Fatalf("ParseGatePosition(GatePosition(%q, %q)) = %q, %q, %v", s, s+"x", sc, cr, ok)
 		}
 	})
 }

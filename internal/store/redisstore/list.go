@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -199,52 +198,8 @@ func infoOf(res []int64) store.GateInfo {
 
 // fromMember is the gate of tenant whose index member is m (see member).
 func (k keys) fromMember(tenant, m string) (store.GateKey, bool) {
-	scope, cred, ok := strings.Cut(m, ":")
-	if !ok {
-		return store.GateKey{}, false
-	}
-	sc, ok1 := unescape(scope)
-	cr, ok2 := unescape(cred)
-	if !ok1 || !ok2 {
-		return store.GateKey{}, false
-	}
-	return store.GateKey{Tenant: tenant, Scope: sc, Credential: cr}, true
-}
-
-// unescape reverses escape: ok is false for a string escape cannot
-// return.
-func unescape(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '%' {
-			if !keep(c) {
-				return "", false
-			}
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		hi, lo := unhex(s[i+1]), unhex(s[i+2])
-		if hi < 0 || lo < 0 {
-			return "", false
-		}
-		b.WriteByte(byte(hi<<4 | lo))
-		i += 2
-	}
-	return b.String(), true
-}
-
-func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
+	scope, cred, ok := store.ParseGatePosition(m)
+	return store.GateKey{Tenant: tenant, Scope: scope, Credential: cred}, ok
 }
 
 // readGates reads gates' state for the admin view's listing: what
