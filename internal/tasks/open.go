@@ -1,0 +1,158 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite"), the one River's own SQLite tests use
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// dispatchArgs is the River job of one task: it names the row, which
+// holds everything else.
+type dispatchArgs struct {
+	Tenant string `json:"tenant"`
+	TaskID string `json:"task_id"`
+}
+
+// Kind implements river.JobArgs.
+func (dispatchArgs) Kind() string { return "retrybroker_task" }
+
+// schema is the broker's own table, next to River's in the same database.
+const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	tenant TEXT NOT NULL,
+	task_id TEXT NOT NULL,
+	policy TEXT NOT NULL,
+	state INTEGER NOT NULL,
+	not_before INTEGER NOT NULL,
+	give_up_after INTEGER NOT NULL,
+	create_time INTEGER NOT NULL,
+	update_time INTEGER NOT NULL,
+	next_run_time INTEGER NOT NULL,
+	wait_reason TEXT NOT NULL,
+	idempotency_key TEXT NOT NULL,
+	dispatches INTEGER NOT NULL,
+	outcome INTEGER NOT NULL,
+	error TEXT NOT NULL,
+	attempts BLOB NOT NULL,
+	response BLOB,
+	request BLOB NOT NULL,
+	job_id INTEGER NOT NULL,
+	UNIQUE (tenant, task_id)
+)`
+
+// RiverStore is the Store over River and a SQLite file; it also runs the
+// River client whose worker dispatches due tasks.
+type RiverStore struct {
+	db      *sql.DB
+	client  *river.Client[*sql.Tx]
+	runner  Runner
+	prepare Prepare
+	clock   engine.Clock
+	logger  *slog.Logger
+}
+
+// Option configures OpenSQLite.
+type Option func(*options)
+
+type options struct {
+	clock        engine.Clock
+	logger       *slog.Logger
+	workers      int
+	pollInterval time.Duration
+}
+
+// WithClock sets the clock of the task times (default the system clock).
+// River schedules by the database's and the system's clock whatever it is.
+func WithClock(c engine.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger of River and of the worker (default discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithWorkers sets how many tasks one broker runs at once (default 100).
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithPollInterval sets how often River looks for due jobs (default 100 ms;
+// SQLite has no LISTEN/NOTIFY, so River polls).
+func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
+
+// OpenSQLite opens (creating when missing) the SQLite file at path, runs
+// River's migrations and the broker's, and returns a store whose worker
+// dispatches each due task with prepare and runner. Call Start to begin
+// dispatching and Close to stop.
+func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
+	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 100 * time.Millisecond}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// WAL and one connection, as River's SQLite driver recommends: SQLite
+	// allows one writer, and River works concurrently. busy_timeout covers
+	// another process (a second broker by mistake) holding the file.
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	s, err := newRiverStore(ctx, db, runner, prepare, o)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepare, o options) (*RiverStore, error) {
+	driver := riversqlite.New(db)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: o.logger})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: river migrator: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return nil, fmt.Errorf("tasks: river migrations: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return nil, fmt.Errorf("tasks: create table: %w", err)
+	}
+	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &worker{s: s})
+	s.client, err = river.NewClient(driver, &river.Config{
+		Logger:            o.logger,
+		Workers:           workers,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
+		FetchPollInterval: o.pollInterval,
+		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
+		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
+		MaxAttempts:       25,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: river client: %w", err)
+	}
+	return s, nil
+}
+
+// Start begins dispatching due tasks; it returns at once.
+func (s *RiverStore) Start(ctx context.Context) error { return s.client.Start(ctx) }
+
+// Close stops dispatching (a running dispatch is given until ctx ends,
+// then canceled: its task runs again on the next start) and closes the
+// database.
+func (s *RiverStore) Close(ctx context.Context) error {
+	err := s.client.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = s.client.StopAndCancel(context.Background())
+	}
+	return errors.Join(err, s.db.Close())
+}
+

@@ -1,0 +1,146 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// worker dispatches one due task.
+type worker struct {
+	river.WorkerDefaults[dispatchArgs]
+	s *RiverStore
+}
+
+// Work runs the task's engine call once and records what it decided. It
+// returns river.JobSnooze for a wait (River counts no attempt), nil for a
+// final state, and an error only when the database failed (River retries).
+func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
+	s := w.s
+	r, err := s.getRow(ctx, job.Args.Tenant, job.Args.TaskID)
+	if errors.Is(err, ErrNotFound) || (err == nil && r.State.Final()) {
+		return nil // deleted or already final (cancelled): nothing to run
+	}
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
+		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
+	}
+	if ok, err := s.transition(ctx, r, StateRunning, now); err != nil || !ok {
+		return err
+	}
+	call, err := s.prepare(ctx, r.Tenant, r.Request)
+	if err != nil {
+		return s.finish(ctx, r, verdict{state: StateFailed}, nil, err)
+	}
+	if h := call.Policy.IdempotencyHeader; h != "" {
+		call.Header = call.Header.Clone()
+		call.Header.Set(h, r.IdempotencyKey)
+	}
+	res, runErr := s.runner.Run(ctx, call)
+	if ctx.Err() != nil {
+		// The broker is stopping: the task runs again at the next start,
+		// with no attempt used up.
+		if _, err := s.record(context.WithoutCancel(ctx), r, verdict{state: StateScheduled}, res, nil); err != nil {
+			return err
+		}
+		return river.JobSnooze(0)
+	}
+	v := judge(res, runErr)
+	if v.state == StateWaiting && !r.GiveUpAfter.IsZero() && !s.clock.Now().Add(v.wait).Before(r.GiveUpAfter) {
+		v = verdict{state: StateFailed}
+		if runErr == nil {
+			runErr = fmt.Errorf("the task would wait (%s) past give_up_after", res.Outcome)
+		}
+	}
+	return s.finish(ctx, r, v, res, runErr)
+}
+
+// transition moves r from its stored state to to; false when the row
+// changed meanwhile (cancelled).
+func (s *RiverStore) transition(ctx context.Context, r *row, to State, now time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE retrybroker_task SET state = ?, update_time = ? WHERE seq = ? AND state = ?`,
+		to, nano(now), r.seq, r.State)
+	if err != nil {
+		return false, fmt.Errorf("tasks: mark %s: %w", to, err)
+	}
+	n, _ := res.RowsAffected()
+	if n == 1 {
+		r.State = to
+	}
+	return n == 1, nil
+}
+
+// finish records a dispatch's verdict and tells River what to do next.
+func (s *RiverStore) finish(ctx context.Context, r *row, v verdict, res *engine.Result, runErr error) error {
+	ok, err := s.record(ctx, r, v, res, runErr)
+	if err != nil || !ok {
+		return err
+	}
+	if v.state == StateWaiting {
+		return river.JobSnooze(v.wait)
+	}
+	return nil
+}
+
+// record writes the verdict, appending the run's attempts, unless the
+// row left r's state meanwhile (cancelled): false then.
+func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.Result, runErr error) (bool, error) {
+	now := s.clock.Now()
+	attempts := r.Attempts
+	var response []byte
+	outcome := r.Outcome
+	if res != nil {
+		attempts = append(attempts, res.Attempts...)
+		outcome = res.Outcome
+		if res.Response != nil {
+			b, err := json.Marshal(res.Response)
+			if err != nil {
+				return false, fmt.Errorf("tasks: encode response: %w", err)
+			}
+			response = b
+		}
+	}
+	if attempts == nil {
+		attempts = []engine.AttemptRecord{}
+	}
+	ab, err := json.Marshal(attempts)
+	if err != nil {
+		return false, fmt.Errorf("tasks: encode attempts: %w", err)
+	}
+	msg := ""
+	if runErr != nil {
+		msg = runErr.Error()
+	}
+	next := now
+	if v.state == StateWaiting {
+		next = now.Add(v.wait)
+	}
+	dispatches := r.Dispatches
+	if res != nil {
+		dispatches++
+	}
+	q := `UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, wait_reason = ?, dispatches = ?,
+		outcome = ?, error = ?, attempts = ?` + map[bool]string{true: `, response = ?`, false: ``}[response != nil] +
+		` WHERE seq = ? AND state = ?`
+	args := []any{v.state, nano(now), nano(next), v.reason, dispatches, outcome, msg, ab}
+	if response != nil {
+		args = append(args, response)
+	}
+	args = append(args, r.seq, r.State)
+	ures, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
+	}
+	n, _ := ures.RowsAffected()
+	return n == 1, nil
+}
+
