@@ -155,4 +155,3 @@ func (s *RiverStore) Close(ctx context.Context) error {
 	}
 	return errors.Join(err, s.db.Close())
 }
-

@@ -143,4 +143,3 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 	n, _ := ures.RowsAffected()
 	return n == 1, nil
 }
-
