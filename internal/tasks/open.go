@@ -155,3 +155,7 @@ func (s *RiverStore) Close(ctx context.Context) error {
 	}
 	return errors.Join(err, s.db.Close())
 }
+
+// sql returns q in the database's placeholder syntax; queries are written
+// with ? placeholders, as SQLite takes them.
+func (s *RiverStore) sql(q string) string { return q }

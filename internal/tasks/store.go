@@ -38,11 +38,11 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 		return nil, false, fmt.Errorf("tasks: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, `INSERT INTO retrybroker_task
+	res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
 		(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
 		 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0)
-		ON CONFLICT (tenant, task_id) DO NOTHING`,
+		ON CONFLICT (tenant, task_id) DO NOTHING`),
 		nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
 		nano(now), nano(now), nano(next), nt.IdempotencyKey, nt.Request)
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 	if err != nil {
 		return nil, false, fmt.Errorf("tasks: schedule: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE retrybroker_task SET job_id = ? WHERE tenant = ? AND task_id = ?`,
+	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE tenant = ? AND task_id = ?`),
 		job.Job.ID, nt.Tenant, nt.ID); err != nil {
 		return nil, false, fmt.Errorf("tasks: link job: %w", err)
 	}
@@ -101,7 +101,7 @@ func scanRow(sc scanner) (*row, error) {
 }
 
 func (s *RiverStore) getRow(ctx context.Context, tenant, id string) (*row, error) {
-	r, err := scanRow(s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM retrybroker_task WHERE tenant = ? AND task_id = ?`, tenant, id))
+	r, err := scanRow(s.db.QueryRowContext(ctx, s.sql(`SELECT `+columns+` FROM retrybroker_task WHERE tenant = ? AND task_id = ?`), tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -140,7 +140,7 @@ func (s *RiverStore) List(ctx context.Context, tenant string, state State, pageS
 	}
 	q += ` ORDER BY seq LIMIT ?`
 	args = append(args, pageSize+1)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, s.sql(q), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("tasks: list: %w", err)
 	}
@@ -205,8 +205,8 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 	if r.State.Final() {
 		return &r.Task, nil
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE retrybroker_task SET state = ?, update_time = ?
-		WHERE tenant = ? AND task_id = ? AND state < ?`, StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded); err != nil {
+	if _, err := s.db.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
+		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded); err != nil {
 		return nil, fmt.Errorf("tasks: cancel: %w", err)
 	}
 	if _, err := s.client.JobCancel(ctx, r.jobID); err != nil && !errors.Is(err, river.ErrNotFound) {
@@ -237,8 +237,8 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 		return nil, fmt.Errorf("tasks: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, `UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, give_up_after = ?,
-		wait_reason = '', error = '' WHERE seq = ? AND state = ?`, StateScheduled, nano(now), nano(now), giveUp, r.seq, StateFailed)
+	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, give_up_after = ?,
+		wait_reason = '', error = '' WHERE seq = ? AND state = ?`), StateScheduled, nano(now), nano(now), giveUp, r.seq, StateFailed)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: retry: %w", err)
 	}
@@ -249,7 +249,7 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	if err != nil {
 		return nil, fmt.Errorf("tasks: schedule: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE retrybroker_task SET job_id = ? WHERE seq = ?`, job.Job.ID, r.seq); err != nil {
+	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE seq = ?`), job.Job.ID, r.seq); err != nil {
 		return nil, fmt.Errorf("tasks: link job: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

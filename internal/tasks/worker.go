@@ -67,7 +67,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 // transition moves r from its stored state to to; false when the row
 // changed meanwhile (cancelled).
 func (s *RiverStore) transition(ctx context.Context, r *row, to State, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE retrybroker_task SET state = ?, update_time = ? WHERE seq = ? AND state = ?`,
+	res, err := s.db.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ? WHERE seq = ? AND state = ?`),
 		to, nano(now), r.seq, r.State)
 	if err != nil {
 		return false, fmt.Errorf("tasks: mark %s: %w", to, err)
@@ -136,7 +136,7 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 		args = append(args, response)
 	}
 	args = append(args, r.seq, r.State)
-	ures, err := s.db.ExecContext(ctx, q, args...)
+	ures, err := s.db.ExecContext(ctx, s.sql(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
 	}
