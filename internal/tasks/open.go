@@ -82,7 +82,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithWorkers sets how many tasks one broker runs at once (default 100).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
-// WithPollInterval sets how often River looks for due jobs (default 100 ms;
+// WithPollInterval sets how often River looks for due jobs (default 25 ms;
 // SQLite has no LISTEN/NOTIFY, so River polls).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
 
@@ -91,7 +91,7 @@ func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll
 // dispatches each due task with prepare and runner. Call Start to begin
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
-	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 100 * time.Millisecond}
+	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond}
 	for _, opt := range opts {
 		opt(&o)
 	}

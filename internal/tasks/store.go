@@ -53,7 +53,7 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 		t, err := s.Get(ctx, nt.Tenant, nt.ID)
 		return t, false, err
 	}
-	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: nt.Tenant, TaskID: nt.ID}, &river.InsertOpts{ScheduledAt: next})
+	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: nt.Tenant, TaskID: nt.ID}, &river.InsertOpts{ScheduledAt: insertAt(now, next)})
 	if err != nil {
 		return nil, false, fmt.Errorf("tasks: schedule: %w", err)
 	}
@@ -245,7 +245,7 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, ErrNotFailed // changed meanwhile
 	}
-	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, &river.InsertOpts{ScheduledAt: now})
+	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: schedule: %w", err)
 	}

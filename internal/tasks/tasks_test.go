@@ -430,3 +430,82 @@ func TestTaskRetryAfterFailure(t *testing.T) {
 		t.Fatalf("retry of a succeeded task: %v", err)
 	}
 }
+
+// TestTaskDueSoonDoesNotWaitForRiversLeader: on a store just opened, a
+// task due now and one due 3 s later are sent on time, not when River's
+// scheduler first runs (it runs on the leader only, elected some seconds
+// after a start, and after a SIGKILL only once the dead leader's lease
+// lapses); and a task is never sent before its due time. Within 1 s of
+// the due time is generous for a loaded machine: a job left 'scheduled'
+// waited for the first leader's scheduler.
+func TestTaskDueSoonDoesNotWaitForRiversLeader(t *testing.T) {
+	now := newUpstream(t, reply{status: 200})
+	soon := newUpstream(t, reply{status: 200})
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	created := time.Now()
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "now", Request: request(t, "GET", now.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	dueSoon := created.Add(3 * time.Second).Truncate(time.Millisecond)
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "soon", NotBefore: dueSoon, Request: request(t, "GET", soon.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id  string
+		up  *upstream
+		due time.Time
+	}{{"now", now, created}, {"soon", soon, dueSoon}} {
+		done := waitFor(t, s, "a", c.id, final)
+		reqs := c.up.requests()
+		if done.State != tasks.StateSucceeded || len(reqs) != 1 || done.Dispatches != 1 {
+			t.Fatalf("%s: %s after %d dispatches and %d sends", c.id, done.State, done.Dispatches, len(reqs))
+		}
+		if reqs[0].at.Before(c.due) {
+			t.Fatalf("%s: sent %s before its due time", c.id, c.due.Sub(reqs[0].at))
+		}
+		lag := reqs[0].at.Sub(c.due)
+		t.Logf("%s: sent %s after its due time", c.id, lag)
+		if lag > time.Second {
+			t.Fatalf("%s: sent %s after its due time", c.id, lag)
+		}
+	}
+}
+
+// TestTaskDueLaterRunsOnTimeNotEarly: a task created with not_before 7 s
+// ahead (its River job 'scheduled', freed by River's scheduler up to 5 s
+// ahead with its exact time) and a task waiting on a 7 s Retry-After are
+// sent at or after their due time, never before, and soon after it: within
+// 2 s, generous for a loaded machine. Each records one dispatch per send.
+func TestTaskDueLaterRunsOnTimeNotEarly(t *testing.T) {
+	later := newUpstream(t, reply{status: 200})
+	hinted := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "7"}}, reply{status: 200})
+	p := policy(t, func(p *engine.Policy) { p.MaxDelay = time.Second })
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), p)
+	notBefore := time.Now().Add(7 * time.Second).Truncate(time.Millisecond)
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "later", NotBefore: notBefore, Request: request(t, "GET", later.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "hinted", Request: request(t, "GET", hinted.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := waitFor(t, s, "a", "hinted", func(task *tasks.Task) bool { return task.State == tasks.StateWaiting })
+	for _, c := range []struct {
+		id  string
+		up  *upstream
+		due time.Time
+	}{{"later", later, notBefore}, {"hinted", hinted, waiting.NextRunTime}} {
+		done := waitFor(t, s, "a", c.id, final)
+		reqs := c.up.requests()
+		last := reqs[len(reqs)-1].at
+		if done.State != tasks.StateSucceeded || done.Dispatches != len(reqs) {
+			t.Fatalf("%s: %s after %d dispatches and %d sends", c.id, done.State, done.Dispatches, len(reqs))
+		}
+		if last.Before(c.due) {
+			t.Fatalf("%s: sent %s before its due time", c.id, c.due.Sub(last))
+		}
+		if lag := last.Sub(c.due); lag > 2*time.Second {
+			t.Fatalf("%s: sent %s after its due time", c.id, lag)
+		}
+		t.Logf("%s: sent %s after its due time", c.id, last.Sub(c.due))
+	}
+}

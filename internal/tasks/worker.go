@@ -31,6 +31,13 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 		return err
 	}
 	now := s.clock.Now()
+	due := r.NextRunTime
+	if !r.GiveUpAfter.IsZero() && r.GiveUpAfter.Before(due) {
+		due = r.GiveUpAfter // then it fails, on time
+	}
+	if now.Before(due) {
+		return river.JobSnooze(due.Sub(now)) // early: see insertAt
+	}
 	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
 	}
@@ -89,6 +96,27 @@ func (s *RiverStore) finish(ctx context.Context, r *row, v verdict, res *engine.
 		return river.JobSnooze(v.wait)
 	}
 	return nil
+}
+
+// riverSchedulerInterval is how often River's scheduler (run by the
+// leader only) frees 'scheduled' jobs: it frees those due within the next
+// interval, keeping their exact run time, which the fetch loop then honours
+// within its poll interval. A snooze of at most this interval skips the
+// scheduler: the job is 'available' at once, with its exact run time.
+// (maintenance.JobSchedulerIntervalDefault; not configurable in v0.51.)
+const riverSchedulerInterval = 5 * time.Second
+
+// insertAt is the ScheduledAt of a new River job for a task due at next.
+// It is zero (available now) unless next is more than River's scheduler
+// interval away: a job inserted with a run time is 'scheduled', and waits
+// for the scheduler, which runs only on the leader (elected a few seconds
+// after a start, and only once a killed leader's lease lapses). An early
+// dispatch snoozes the rest of the wait exactly (Work).
+func insertAt(now, next time.Time) time.Time {
+	if next.Sub(now) > riverSchedulerInterval {
+		return next
+	}
+	return time.Time{}
 }
 
 // record writes the verdict, appending the run's attempts, unless the
