@@ -44,6 +44,7 @@ func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *ser
 		_ = st.Close(ctx)
 		return nil, fmt.Errorf("--tasks-sqlite: start: %w", err)
 	}
+	logger.Info("tasks: on", "sqlite", path)
 	var once sync.Once
 	return func(timeout time.Duration) {
 		once.Do(func() { closeTasks(st, timeout, logger) })
