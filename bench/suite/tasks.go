@@ -52,11 +52,15 @@ type TasksParams struct {
 // tasksParams returns the scenario's sizes for a full or quick run.
 func tasksParams(quick bool) TasksParams {
 	if quick {
-		return TasksParams{Callers: 16, Created: 1_000, Dispatched: 300, Lag: 30, LagSpread: 7 * time.Second, Reopen: 20,
-			Citizenship: 200, CitizenQuota: 50, CitizenWindow: 2 * time.Second}
+		return TasksParams{
+			Callers: 16, Created: 1_000, Dispatched: 300, Lag: 30, LagSpread: 7 * time.Second, Reopen: 20,
+			Citizenship: 200, CitizenQuota: 50, CitizenWindow: 2 * time.Second,
+		}
 	}
-	return TasksParams{Callers: 32, Created: 100_000, Dispatched: 10_000, Lag: 200, LagSpread: 11 * time.Second, Reopen: 100,
-		Citizenship: 10_000, CitizenQuota: 50, CitizenWindow: 2 * time.Second}
+	return TasksParams{
+		Callers: 32, Created: 100_000, Dispatched: 10_000, Lag: 200, LagSpread: 11 * time.Second, Reopen: 100,
+		Citizenship: 10_000, CitizenQuota: 50, CitizenWindow: 2 * time.Second,
+	}
 }
 
 // TasksReport is the tasks scenario's result.
