@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite"), the one River's own SQLite tests use
+	"modernc.org/sqlite" // the pure-Go SQLite driver, the one River's own SQLite tests use
 
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
@@ -99,10 +99,7 @@ func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare
 	// allows one writer, and River works concurrently. busy_timeout covers
 	// another process (a second broker by mistake) holding the file.
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("tasks: open %s: %w", path, err)
-	}
+	db := sql.OpenDB(stmtCacheConnector{dsn: dsn, drv: &sqlite.Driver{}}) // see stmtcache.go
 	db.SetMaxOpenConns(1)
 	s, err := newRiverStore(ctx, db, runner, prepare, o)
 	if err != nil {
