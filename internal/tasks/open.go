@@ -60,6 +60,7 @@ type RiverStore struct {
 	prepare Prepare
 	clock   engine.Clock
 	logger  *slog.Logger
+	creates createBatcher
 }
 
 // Option configures OpenSQLite.

@@ -10,63 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
-
-// Create implements Store: the row and its River job are inserted in one
-// transaction, so a broker killed at any moment has both or neither.
-func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error) {
-	if nt.ID == "" {
-		nt.ID = uuid.NewString()
-	}
-	if nt.IdempotencyKey == "" {
-		nt.IdempotencyKey = uuid.NewString()
-	}
-	now := s.clock.Now()
-	next := nt.NotBefore
-	if next.IsZero() || next.Before(now) {
-		next = now
-	}
-	if nt.NotBefore.IsZero() {
-		nt.NotBefore = now
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, false, fmt.Errorf("tasks: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
-		(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-		 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0)
-		ON CONFLICT (tenant, task_id) DO NOTHING`),
-		nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
-		nano(now), nano(now), nano(next), nt.IdempotencyKey, nt.Request)
-	if err != nil {
-		return nil, false, fmt.Errorf("tasks: insert: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		_ = tx.Rollback()
-		t, err := s.Get(ctx, nt.Tenant, nt.ID)
-		return t, false, err
-	}
-	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: nt.Tenant, TaskID: nt.ID}, &river.InsertOpts{ScheduledAt: insertAt(now, next)})
-	if err != nil {
-		return nil, false, fmt.Errorf("tasks: schedule: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE tenant = ? AND task_id = ?`),
-		job.Job.ID, nt.Tenant, nt.ID); err != nil {
-		return nil, false, fmt.Errorf("tasks: link job: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("tasks: commit: %w", err)
-	}
-	t, err := s.Get(ctx, nt.Tenant, nt.ID)
-	return t, true, err
-}
 
 const columns = `seq, tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
 	wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id`

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -286,7 +287,9 @@ func TestTaskIDDeduplicatesCreation(t *testing.T) {
 }
 
 // TestTaskCancel: a scheduled task cancelled before it is due never runs,
-// and its River job is cancelled; cancelling again returns it unchanged.
+// and its River job ends: cancelled, or completed when the job was in an
+// early dispatch (which snoozes a task due within 5 s) and found the row
+// cancelled; cancelling again returns it unchanged.
 func TestTaskCancel(t *testing.T) {
 	up := newUpstream(t, reply{status: 200})
 	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
@@ -301,8 +304,8 @@ func TestTaskCancel(t *testing.T) {
 	if err != nil || again.State != tasks.StateCancelled || !again.UpdateTime.Equal(got.UpdateTime) {
 		t.Fatalf("second cancel: %v %+v", err, again)
 	}
-	if _, state := riverJobSettled(t, s, "a", "c"); state != "cancelled" {
-		t.Fatalf("river job %s, want cancelled", state)
+	if _, state := riverJobSettled(t, s, "a", "c"); state != "cancelled" && state != "completed" {
+		t.Fatalf("river job %s, want cancelled or completed", state)
 	}
 	// Past its not_before (and a scheduler round), it still has not run.
 	time.Sleep(3 * time.Second)
@@ -507,5 +510,77 @@ func TestTaskDueLaterRunsOnTimeNotEarly(t *testing.T) {
 			t.Fatalf("%s: sent %s after its due time", c.id, lag)
 		}
 		t.Logf("%s: sent %s after its due time", c.id, last.Sub(c.due))
+	}
+}
+
+// TestTaskConcurrentCreatesDeduplicate: 200 concurrent creates of 50 ids
+// (each id four times, so duplicates meet inside one group-committed
+// transaction and across them) create each id exactly once; every create
+// of an id returns the same task (its idempotency key), and each task is
+// sent once.
+func TestTaskConcurrentCreatesDeduplicate(t *testing.T) {
+	up := newUpstream(t, reply{status: 200})
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	const ids, copies = 50, 4
+	type result struct {
+		key     string
+		created bool
+	}
+	results := make([][]result, ids)
+	for i := range results {
+		results[i] = make([]result, copies)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range ids {
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				task, created, err := s.Create(t.Context(), tasks.NewTask{
+					Tenant: "a", ID: "id-" + strconv.Itoa(i),
+					Request: request(t, "GET", up.URL+"/?i="+strconv.Itoa(i)),
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results[i][c] = result{task.IdempotencyKey, created}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for i, rs := range results {
+		n := 0
+		for _, r := range rs {
+			if r.created {
+				n++
+			}
+			if r.key == "" || r.key != rs[0].key {
+				t.Fatalf("id %d: creates returned keys %+v", i, rs)
+			}
+		}
+		if n != 1 {
+			t.Fatalf("id %d created %d times: %+v", i, n, rs)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(up.requests()) < ids && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // room for a duplicate send to show
+	sent := map[string]int{}
+	for _, r := range up.requests() {
+		sent[r.idempotencyKey]++
+	}
+	if len(sent) != ids {
+		t.Fatalf("%d distinct tasks sent, want %d", len(sent), ids)
+	}
+	for k, n := range sent {
+		if n != 1 {
+			t.Fatalf("task with key %s sent %d times", k, n)
+		}
 	}
 }
