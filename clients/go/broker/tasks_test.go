@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/retrybroker/retrybroker/clients/go/broker"
+	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
 
 // tasksBroker starts a broker for one test with task storage in a SQLite
@@ -352,4 +353,25 @@ func mustRequest(t *testing.T, method, url string, body io.Reader) *http.Request
 		t.Fatal(err)
 	}
 	return req
+}
+
+// TestTaskStatesFollowTheProto: every proto TaskState has a constant, and
+// only the three final ones are Final.
+func TestTaskStatesFollowTheProto(t *testing.T) {
+	known := map[broker.TaskState]bool{
+		broker.TaskStateUnspecified: false, broker.TaskScheduled: false, broker.TaskWaiting: false,
+		broker.TaskRunning: false, broker.TaskSucceeded: true, broker.TaskFailed: true, broker.TaskCancelled: true,
+	}
+	if len(known) != len(rbv1.TaskState_name) {
+		t.Fatalf("%d constants for %d proto states", len(known), len(rbv1.TaskState_name))
+	}
+	for _, name := range rbv1.TaskState_name {
+		final, ok := known[broker.TaskState(name)]
+		if !ok {
+			t.Fatalf("no constant for %s", name)
+		}
+		if broker.TaskState(name).Final() != final {
+			t.Fatalf("%s.Final() = %v", name, !final)
+		}
+	}
 }
