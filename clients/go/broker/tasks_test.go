@@ -251,6 +251,19 @@ func TestTasksRealBroker(t *testing.T) {
 		if all != 8 { // post-1, dedup, later, list-0..4
 			t.Fatalf("%d tasks in every state, want 8", all)
 		}
+		// Leaving a watch of a task due in an hour ends the loop at once (an
+		// iterator that went on yielding after the break would panic).
+		watched := 0
+		for task, err := range c.WatchTask(ctx, "list-0") {
+			if err != nil || task.State != broker.TaskScheduled {
+				t.Fatalf("watch of list-0: %+v %v", task, err)
+			}
+			watched++
+			break
+		}
+		if watched != 1 {
+			t.Fatalf("watch yielded %d times before the break", watched)
+		}
 		for _, id := range want {
 			if _, err := c.CancelTask(ctx, id); err != nil {
 				t.Fatal(err)

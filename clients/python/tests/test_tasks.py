@@ -188,6 +188,11 @@ def test_list_tasks_by_state_paged(tc: BrokerClient) -> None:
     assert next(it).task_id == "list-0"
     it.close()
 
+    # A watch of a task due in an hour can be closed after its first task.
+    w = tc.watch_task("list-0", timeout=WATCH_TIMEOUT)
+    assert next(w).state is TaskState.SCHEDULED
+    w.close()
+
     with pytest.raises(InvalidArgumentError) as ei:
         tc.list_tasks_page(page_token="not-a-token")
     assert "page_token" in ei.value.message

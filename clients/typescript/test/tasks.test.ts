@@ -200,6 +200,12 @@ describe("tasks", () => {
     }
     assert.equal(n, 3);
 
+    // A watch of a task due in an hour can be left after its first task.
+    for await (const t of client.watchTask("list-0", { timeoutMs: WATCH_TIMEOUT_MS })) {
+      assert.equal(t.state, "TASK_STATE_SCHEDULED");
+      break;
+    }
+
     const bad = await rejection(client.listTasksPage({ pageToken: "not-a-token" }));
     assert.ok(bad instanceof InvalidArgumentError, String(bad));
     await assert.rejects(client.listTasksPage({ state: "asleep" }), RangeError);
