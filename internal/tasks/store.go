@@ -16,8 +16,10 @@ import (
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
-// Create implements Store: the row and its River job are inserted in one
-// transaction, so a broker killed at any moment has both or neither.
+// Create implements Store: the row, the tenant's counters and its River
+// job are written in one transaction, so a broker killed at any moment has
+// all or none. A task past the tenant's pending or bytes bound is refused
+// with a *BoundError.
 func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error) {
 	if nt.ID == "" {
 		nt.ID = uuid.NewString()
@@ -52,6 +54,11 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 		_ = tx.Rollback()
 		t, err := s.Get(ctx, nt.Tenant, nt.ID)
 		return t, false, err
+	}
+	// The bounds are checked after the dedup: a second create of a task
+	// the tenant has is answered with it, whatever the tenant holds.
+	if err := s.reserve(ctx, tx, nt.Tenant, 1, int64(len(nt.Request))); err != nil {
+		return nil, false, err
 	}
 	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: nt.Tenant, TaskID: nt.ID}, &river.InsertOpts{ScheduledAt: next})
 	if err != nil {
@@ -194,8 +201,8 @@ func parsePageToken(tok string) (int64, error) {
 // ErrBadPageToken reports a page token List did not issue.
 var ErrBadPageToken = errors.New("invalid page token")
 
-// Cancel implements Store: the row becomes CANCELLED (unless final) and
-// its River job is cancelled; a dispatch already running finishes its
+// Cancel implements Store: the row becomes CANCELLED (unless final), no
+// longer pending, and its River job is cancelled; a dispatch already running finishes its
 // engine run, but its result no longer changes the task.
 func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, error) {
 	r, err := s.getRow(ctx, tenant, id)
@@ -205,9 +212,23 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 	if r.State.Final() {
 		return &r.Task, nil
 	}
-	if _, err := s.db.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
-		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded); err != nil {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
+		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded)
+	if err != nil {
 		return nil, fmt.Errorf("tasks: cancel: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		if err := s.release(ctx, tx, tenant, 1, 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("tasks: commit: %w", err)
 	}
 	if _, err := s.client.JobCancel(ctx, r.jobID); err != nil && !errors.Is(err, river.ErrNotFound) {
 		// The row is what counts: a job that still runs finds it cancelled.
@@ -217,8 +238,9 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 }
 
 // Retry implements Store: in one transaction the row becomes SCHEDULED
-// again (due now, give_up_after cleared when passed) and a new River job
-// is inserted for it.
+// again (due now, give_up_after cleared when passed), it counts as
+// pending again (a *BoundError past the tenant's bound), and a new River
+// job is inserted for it.
 func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error) {
 	r, err := s.getRow(ctx, tenant, id)
 	if err != nil {
@@ -244,6 +266,9 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, ErrNotFailed // changed meanwhile
+	}
+	if err := s.reserve(ctx, tx, tenant, 1, 0); err != nil {
+		return nil, err // pending again: within the bound
 	}
 	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, &river.InsertOpts{ScheduledAt: now})
 	if err != nil {
