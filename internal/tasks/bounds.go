@@ -33,6 +33,7 @@ type limits struct {
 	maxPending, maxBytes       int64
 	retention, failedRetention time.Duration
 	maxResponseBody            int64
+	sweepInterval              time.Duration
 }
 
 var defaultLimits = limits{

@@ -9,10 +9,26 @@ import (
 // SweepBatch is how many tasks one sweep deletes per transaction.
 const SweepBatch = 1000
 
-// sweepEvery is how often the sweeper runs: a tenth of the shorter
-// retention, between a second and a minute.
+// sweepEvery is how often the sweeper runs: WithSweepInterval's, or a
+// tenth of the shorter retention, between a second and a minute.
 func (l limits) sweepEvery() time.Duration {
+	if l.sweepInterval > 0 {
+		return l.sweepInterval
+	}
 	return min(max(min(l.retention, l.failedRetention)/10, time.Second), time.Minute)
+}
+
+// WithSweepInterval sets how often the store deletes final tasks past
+// their retention (default a tenth of the shorter retention, between a
+// second and a minute); d <= 0 keeps the default. The interval is real
+// time, as River's polling is; what is past its retention is decided by
+// the store's clock (WithClock).
+func WithSweepInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.sweepInterval = d
+		}
+	}
 }
 
 // riverRetention is how long River keeps the job rows of final tasks
@@ -89,17 +105,17 @@ func (s *RiverStore) sweepBatch(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// sweepLoop runs Sweep at once and then every sweepEvery, by the store's
-// clock, until ctx ends; a failed sweep is logged and tried again at the
-// next tick.
+// sweepLoop runs Sweep at once and then every sweepEvery until ctx ends;
+// a failed sweep is logged and tried again at the next tick. The ticks are
+// real time (an auto-advancing test clock would make them back to back).
 func (s *RiverStore) sweepLoop(ctx context.Context) {
-	t := s.clock.NewTimer(0)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C():
+		case <-t.C:
 		}
 		if n, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.logger.WarnContext(ctx, "tasks: retention sweep", "error", err)
