@@ -290,6 +290,9 @@ func (s *Service) PrepareTask(ctx context.Context, tenantID, taskID string, raw 
 		return nil, errors.New("the stored request cannot be decoded")
 	}
 	if err := s.openHeaders(&req, tasks.SealBinding{Tenant: tenantID, TaskID: taskID}); err != nil {
+		if s.exec.Logger != nil { // the operator's to fix (the key file); the error holds no secret
+			s.exec.Logger.WarnContext(ctx, "task secrets do not open; the task fails", "tenant", tenantID, "task_id", taskID, "error", err.Error())
+		}
 		return nil, err
 	}
 	call, _, err := s.prepare(tenant.NewContext(ctx, t), &req)
