@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
@@ -234,5 +237,49 @@ func TestTaskSecretsAtRest(t *testing.T) {
 		if strings.Contains(string(out), shortKey) {
 			t.Fatalf("the start error repeats the key: %s", out)
 		}
+	}
+}
+
+// TestTaskBoundFlags: a real broker enforces --tasks-max-pending-per-tenant
+// (RESOURCE_EXHAUSTED naming the flag), and refuses at start task flags
+// out of range or a key file without task storage.
+func TestTaskBoundFlags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tasks-max-response-body", "0"}, "--tasks-max-response-body"},
+		{[]string{"--tasks-max-pending-per-tenant", "0"}, "--tasks-max-pending-per-tenant"},
+		{[]string{"--tasks-retention", "-1s"}, "--tasks-retention"},
+		{[]string{"--tasks-key-file", filepath.Join(t.TempDir(), "keys")}, "needs task storage"},
+	} {
+		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err := exec.CommandContext(cctx, brokerBin, append([]string{"--listen", freePort(t)}, c.args...)...).CombinedOutput()
+		ccancel()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: %v\n%s", c.args, err, out)
+		}
+	}
+	b := startProc(t, "--allow-destinations", "127.0.0.1/32", "--tasks-sqlite", filepath.Join(t.TempDir(), "tasks.db"), "--tasks-max-pending-per-tenant", "1")
+	req := func(id string) *rbv1.CreateTaskRequest {
+		return &rbv1.CreateTaskRequest{
+			TaskId: id, NotBefore: timestamppb.New(time.Now().Add(time.Hour)),
+			Execute: &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1:1/"}},
+		}
+	}
+	if _, err := b.client.CreateTask(ctx, req("one")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.client.CreateTask(ctx, req("two"))
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--tasks-max-pending-per-tenant") {
+		t.Fatalf("past the bound: %v", err)
+	}
+	if _, err := b.client.CancelTask(ctx, &rbv1.CancelTaskRequest{TaskId: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.CreateTask(ctx, req("two")); err != nil {
+		t.Fatalf("after a cancel: %v", err)
 	}
 }
