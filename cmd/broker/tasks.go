@@ -28,10 +28,12 @@ func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
 	}
 }
 
-// openTasks opens --tasks-sqlite PATH (nothing when empty) and starts
-// dispatching its due tasks through runner, with calls built by svc; the
-// returned stop closes it within timeout (a dispatch still running then is
-// cut, and its task runs again at the next start).
+// openTasks opens --tasks-sqlite PATH (nothing when empty) with the
+// bounds and retention of tf, loads tf's key file into ts (a bad one is an
+// error; one without task storage too), and starts dispatching its due
+// tasks through runner, with calls built by svc; the returned stop closes
+// it within timeout (a dispatch still running then is cut, and its task
+// runs again at the next start).
 func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger) (stop func(timeout time.Duration), err error) {
 	if path == "" {
 		if tf.keyFile != "" {
