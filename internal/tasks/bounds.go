@@ -126,7 +126,8 @@ const (
 // database: SQLite has one writer; under PostgreSQL's READ COMMITTED the
 // UPDATE locks the row, and a concurrent UPDATE of the same row waits for
 // the first to commit and then re-checks its WHERE on the committed
-// counts. The index serves the retention sweep.
+// counts. The index serves the retention sweep. (The counters came with
+// the table's first release: no database holds tasks without them.)
 var usageSchema = []string{
 	`CREATE TABLE IF NOT EXISTS retrybroker_tenant_usage (
 	tenant TEXT PRIMARY KEY,
@@ -134,12 +135,6 @@ var usageSchema = []string{
 	bytes INTEGER NOT NULL
 )`,
 	`CREATE INDEX IF NOT EXISTS retrybroker_task_retention ON retrybroker_task (state, update_time)`,
-	// Counters for the tasks of a database made before the counters were
-	// (a no-op for every tenant that has a row).
-	`INSERT INTO retrybroker_tenant_usage (tenant, pending, bytes)
-	SELECT tenant, SUM(CASE WHEN state < 4 THEN 1 ELSE 0 END), SUM(LENGTH(request))
-	FROM retrybroker_task WHERE true GROUP BY tenant
-	ON CONFLICT (tenant) DO NOTHING`,
 }
 
 func (s *RiverStore) createUsage(ctx context.Context) error {
