@@ -127,12 +127,14 @@ const (
 // UPDATE locks the row, and a concurrent UPDATE of the same row waits for
 // the first to commit and then re-checks its WHERE on the committed
 // counts. The index serves the retention sweep. (The counters came with
-// the table's first release: no database holds tasks without them.)
+// the table's first release: no database holds tasks without them.) The
+// statements are valid in SQLite and PostgreSQL as they are: BIGINT has
+// SQLite's INTEGER affinity and is 64-bit in PostgreSQL.
 var usageSchema = []string{
 	`CREATE TABLE IF NOT EXISTS retrybroker_tenant_usage (
 	tenant TEXT PRIMARY KEY,
-	pending INTEGER NOT NULL,
-	bytes INTEGER NOT NULL
+	pending BIGINT NOT NULL,
+	bytes BIGINT NOT NULL
 )`,
 	`CREATE INDEX IF NOT EXISTS retrybroker_task_retention ON retrybroker_task (state, update_time)`,
 }
