@@ -71,7 +71,7 @@ func (s *RiverStore) sweepBatch(ctx context.Context) (int, error) {
 	const expired = `((state IN (?, ?) AND update_time < ?) OR (state = ? AND update_time < ?))`
 	args := []any{StateSucceeded, StateCancelled, done, StateFailed, failed}
 	rows, err := tx.QueryContext(ctx, s.sql(`DELETE FROM retrybroker_task WHERE seq IN
-		(SELECT seq FROM retrybroker_task WHERE `+expired+` ORDER BY seq LIMIT ?) AND `+expired+`
+		(SELECT seq FROM retrybroker_task WHERE `+expired+` LIMIT ?) AND `+expired+`
 		RETURNING tenant, LENGTH(request)`), append(append(append([]any{}, args...), SweepBatch), args...)...)
 	if err != nil {
 		return 0, fmt.Errorf("tasks: sweep: %w", err)
