@@ -182,6 +182,22 @@ func (s *RiverStore) reserve(ctx context.Context, tx execer, tenant string, pend
 	return &BoundError{Bound: boundBytes, Limit: s.maxBytes, Used: usedBytes, Need: bytes}
 }
 
+// admitCreated counts the task id of tenant, just inserted in tx with a
+// request of size bytes, against the tenant's bounds. Past one it deletes
+// the row again (in tx, so a transaction that stores other tasks too can
+// still commit them) and returns the *BoundError.
+func (s *RiverStore) admitCreated(ctx context.Context, tx execer, tenant, id string, size int64) error {
+	err := s.reserve(ctx, tx, tenant, 1, size)
+	var be *BoundError
+	if !errors.As(err, &be) {
+		return err
+	}
+	if _, derr := tx.ExecContext(ctx, s.sql(`DELETE FROM retrybroker_task WHERE tenant = ? AND task_id = ?`), tenant, id); derr != nil {
+		return fmt.Errorf("tasks: undo a refused create: %w", derr)
+	}
+	return err
+}
+
 // release takes pending tasks and bytes (each >= 0) off tenant's
 // counters in tx; it is never refused.
 func (s *RiverStore) release(ctx context.Context, tx execer, tenant string, pending, bytes int64) error {

@@ -57,7 +57,7 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 	}
 	// The bounds are checked after the dedup: a second create of a task
 	// the tenant has is answered with it, whatever the tenant holds.
-	if err := s.reserve(ctx, tx, nt.Tenant, 1, int64(len(nt.Request))); err != nil {
+	if err := s.admitCreated(ctx, tx, nt.Tenant, nt.ID, int64(len(nt.Request))); err != nil {
 		return nil, false, err
 	}
 	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: nt.Tenant, TaskID: nt.ID}, &river.InsertOpts{ScheduledAt: next})
