@@ -126,9 +126,7 @@ const (
 // database: SQLite has one writer; under PostgreSQL's READ COMMITTED the
 // UPDATE locks the row, and a concurrent UPDATE of the same row waits for
 // the first to commit and then re-checks its WHERE on the committed
-// counts. The index serves the retention sweep. (The counters came with
-// the table's first release: no database holds tasks without them.) The
-// statements are valid in SQLite and PostgreSQL as they are: BIGINT has
+// counts. The index serves the retention sweep. The statements are valid in SQLite and PostgreSQL as they are: BIGINT has
 // SQLite's INTEGER affinity and is 64-bit in PostgreSQL.
 var usageSchema = []string{
 	`CREATE TABLE IF NOT EXISTS retrybroker_tenant_usage (
@@ -139,11 +137,22 @@ var usageSchema = []string{
 	`CREATE INDEX IF NOT EXISTS retrybroker_task_retention ON retrybroker_task (state, update_time)`,
 }
 
+// usageBackfill counts the tasks of a tenant that has none counted: those
+// of a database written before the counters were (make run keeps one). A
+// tenant with a counter row is left alone.
+const usageBackfill = `INSERT INTO retrybroker_tenant_usage (tenant, pending, bytes)
+	SELECT tenant, SUM(CASE WHEN state < ? THEN 1 ELSE 0 END), SUM(LENGTH(request))
+	FROM retrybroker_task WHERE true GROUP BY tenant
+	ON CONFLICT (tenant) DO NOTHING`
+
 func (s *RiverStore) createUsage(ctx context.Context) error {
 	for _, q := range usageSchema {
 		if _, err := s.db.ExecContext(ctx, s.sql(q)); err != nil {
 			return fmt.Errorf("tasks: create usage table: %w", err)
 		}
+	}
+	if _, err := s.db.ExecContext(ctx, s.sql(usageBackfill), StateSucceeded); err != nil {
+		return fmt.Errorf("tasks: count stored tasks: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestAdmitCreatedUndoesOnlyTheRefusedTask: in one transaction that
@@ -53,5 +54,48 @@ func TestAdmitCreatedUndoesOnlyTheRefusedTask(t *testing.T) {
 	}
 	if p, b, err := s.Usage(t.Context(), "t"); err != nil || p != 2 || b != 10 {
 		t.Fatalf("usage %d pending, %d bytes (%v); want 2 and 10", p, b, err)
+	}
+}
+
+// TestUsageBackfilledForOlderDatabases: tasks stored before the counters
+// existed (a database make run kept) are counted when the store opens;
+// a tenant already counted is not counted twice.
+func TestUsageBackfilledForOlderDatabases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := OpenSQLite(t.Context(), path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	for _, id := range []string{"a", "b", "c"} {
+		if _, _, err := s.Create(t.Context(), NewTask{Tenant: "old", ID: id, NotBefore: later, Request: []byte("1234")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Cancel(t.Context(), "old", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(t.Context(), NewTask{Tenant: "new", ID: "x", NotBefore: later, Request: []byte("12")}); err != nil {
+		t.Fatal(err)
+	}
+	// As a database of the earlier code: no counters for tenant "old".
+	if _, err := s.db.ExecContext(t.Context(), `DELETE FROM retrybroker_tenant_usage WHERE tenant = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenSQLite(t.Context(), path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(t.Context()) })
+	for _, c := range []struct {
+		tenant        string
+		pending, size int64
+	}{{"old", 2, 12}, {"new", 1, 2}} {
+		if p, b, err := s.Usage(t.Context(), c.tenant); err != nil || p != c.pending || b != c.size {
+			t.Errorf("tenant %s: %d pending, %d bytes (%v); want %d and %d", c.tenant, p, b, err, c.pending, c.size)
+		}
 	}
 }
