@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -27,15 +28,24 @@ func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
 	}
 }
 
-// openTasks opens --tasks-sqlite PATH (nothing when empty) and starts
-// dispatching its due tasks through runner, with calls built by svc; the
-// returned stop closes it within timeout (a dispatch still running then is
-// cut, and its task runs again at the next start).
-func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger) (stop func(timeout time.Duration), err error) {
+// openTasks opens --tasks-sqlite PATH (nothing when empty) with the
+// bounds and retention of tf, loads tf's key file into ts (a bad one is an
+// error; one without task storage too), and starts dispatching its due
+// tasks through runner, with calls built by svc; the returned stop closes
+// it within timeout (a dispatch still running then is cut, and its task
+// runs again at the next start).
+func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger) (stop func(timeout time.Duration), err error) {
 	if path == "" {
+		if tf.keyFile != "" {
+			return nil, errors.New("--tasks-key-file needs task storage (--tasks-sqlite)")
+		}
 		return func(time.Duration) {}, nil
 	}
-	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask, tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks")))
+	if ts.Keys, err = tf.keyring(); err != nil {
+		return nil, err
+	}
+	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask,
+		append(tf.storeOptions(), tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks")))...)
 	if err != nil {
 		return nil, fmt.Errorf("--tasks-sqlite: %w", err)
 	}

@@ -45,8 +45,10 @@ type createBatcher struct {
 	running bool
 }
 
-// Create implements Store: the row and its River job are inserted in one
-// transaction, so a broker killed at any moment has both or neither.
+// Create implements Store: the row, the tenant's counters and its River
+// job are written in one transaction, so a broker killed at any moment has
+// all or none. A task past the tenant's pending or bytes bound is refused
+// with a *BoundError.
 func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error) {
 	if nt.ID == "" {
 		nt.ID = uuid.NewString()
@@ -104,7 +106,7 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	type key struct{ tenant, id string }
-	first := map[key]bool{}
+	first := map[key]*createReq{}
 	var fresh []*createReq
 	for _, r := range batch {
 		nt := &r.nt
@@ -116,10 +118,10 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 			nt.NotBefore = now
 		}
 		k := key{nt.Tenant, nt.ID}
-		if first[k] {
-			continue // the same id earlier in this batch: found after the commit
+		if first[k] != nil {
+			continue // the same id earlier in this batch: answered after the commit
 		}
-		first[k] = true
+		first[k] = r
 		res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
 			(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
 			 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id)
@@ -132,6 +134,19 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 			return
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
+			// The bounds are checked after the dedup: a second create of
+			// a task the tenant has is answered with it, whatever the
+			// tenant holds. A refused task is deleted again in this
+			// transaction, and the batch's others commit.
+			var be *BoundError
+			switch err := s.admitCreated(ctx, tx, nt.Tenant, nt.ID, int64(len(nt.Request))); {
+			case errors.As(err, &be):
+				r.err = err
+				continue
+			case err != nil:
+				fail(err)
+				return
+			}
 			fresh = append(fresh, r)
 		}
 	}
@@ -177,7 +192,11 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		}, true
 	}
 	for _, r := range batch {
-		if !isFresh[r] {
+		if f := first[key{r.nt.Tenant, r.nt.ID}]; f != r && f.err != nil {
+			r.err = f.err // the same id, refused earlier in this batch
+			continue
+		}
+		if !isFresh[r] && r.err == nil {
 			r.task, r.err = s.Get(ctx, r.nt.Tenant, r.nt.ID)
 			if errors.Is(r.err, ErrNotFound) {
 				r.err = fmt.Errorf("tasks: task %q neither inserted nor found", r.nt.ID)

@@ -60,7 +60,10 @@ type RiverStore struct {
 	prepare Prepare
 	clock   engine.Clock
 	logger  *slog.Logger
-	creates createBatcher
+	creates   createBatcher
+	limits
+	stopSweep context.CancelFunc
+	swept     chan struct{}
 }
 
 // Option configures OpenSQLite.
@@ -71,6 +74,7 @@ type options struct {
 	logger       *slog.Logger
 	workers      int
 	pollInterval time.Duration
+	limits
 }
 
 // WithClock sets the clock of the task times (default the system clock).
@@ -92,7 +96,7 @@ func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll
 // dispatches each due task with prepare and runner. Call Start to begin
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
-	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond}
+	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond, limits: defaultLimits}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -122,7 +126,11 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
-	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger}
+	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits}
+	if err := s.createUsage(ctx); err != nil {
+		return nil, err
+	}
+	riverDone, riverDiscarded := o.riverRetention()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{s: s})
 	s.client, err = river.NewClient(driver, &river.Config{
@@ -133,6 +141,10 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
 		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
 		MaxAttempts:       25,
+		// River's job rows live no longer than the tasks they ran.
+		CompletedJobRetentionPeriod: riverDone,
+		CancelledJobRetentionPeriod: riverDone,
+		DiscardedJobRetentionPeriod: riverDiscarded,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
@@ -140,13 +152,28 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	return s, nil
 }
 
-// Start begins dispatching due tasks; it returns at once.
-func (s *RiverStore) Start(ctx context.Context) error { return s.client.Start(ctx) }
+// Start begins dispatching due tasks and deleting final ones past their
+// retention (see Sweep); it returns at once.
+func (s *RiverStore) Start(ctx context.Context) error {
+	if err := s.client.Start(ctx); err != nil {
+		return err
+	}
+	if s.stopSweep == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		s.stopSweep, s.swept = cancel, make(chan struct{})
+		go func() { defer close(s.swept); s.sweepLoop(sctx) }()
+	}
+	return nil
+}
 
 // Close stops dispatching (a running dispatch is given until ctx ends,
 // then canceled: its task runs again on the next start) and closes the
 // database.
 func (s *RiverStore) Close(ctx context.Context) error {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		<-s.swept
+	}
 	err := s.client.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		err = s.client.StopAndCancel(context.Background())

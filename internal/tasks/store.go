@@ -141,8 +141,8 @@ func parsePageToken(tok string) (int64, error) {
 // ErrBadPageToken reports a page token List did not issue.
 var ErrBadPageToken = errors.New("invalid page token")
 
-// Cancel implements Store: the row becomes CANCELLED (unless final) and
-// its River job is cancelled; a dispatch already running finishes its
+// Cancel implements Store: the row becomes CANCELLED (unless final), no
+// longer pending, and its River job is cancelled; a dispatch already running finishes its
 // engine run, but its result no longer changes the task.
 func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, error) {
 	r, err := s.getRow(ctx, tenant, id)
@@ -152,9 +152,23 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 	if r.State.Final() {
 		return &r.Task, nil
 	}
-	if _, err := s.db.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
-		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded); err != nil {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
+		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded)
+	if err != nil {
 		return nil, fmt.Errorf("tasks: cancel: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		if err := s.release(ctx, tx, tenant, 1, 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("tasks: commit: %w", err)
 	}
 	if _, err := s.client.JobCancel(ctx, r.jobID); err != nil && !errors.Is(err, river.ErrNotFound) {
 		// The row is what counts: a job that still runs finds it cancelled.
@@ -164,8 +178,9 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 }
 
 // Retry implements Store: in one transaction the row becomes SCHEDULED
-// again (due now, give_up_after cleared when passed) and a new River job
-// is inserted for it.
+// again (due now, give_up_after cleared when passed), it counts as
+// pending again (a *BoundError past the tenant's bound), and a new River
+// job is inserted for it.
 func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error) {
 	r, err := s.getRow(ctx, tenant, id)
 	if err != nil {
@@ -191,6 +206,9 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, ErrNotFailed // changed meanwhile
+	}
+	if err := s.reserve(ctx, tx, tenant, 1, 0); err != nil {
+		return nil, err // pending again: within the bound
 	}
 	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, nil)
 	if err != nil {

@@ -89,7 +89,7 @@ func prepareWith(t *testing.T, p *engine.Policy) tasks.Prepare {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
-	return func(_ context.Context, tenant string, raw []byte) (*engine.Call, error) {
+	return func(_ context.Context, tenant, _ string, raw []byte) (*engine.Call, error) {
 		var r storedRequest
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, err

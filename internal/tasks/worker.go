@@ -44,10 +44,11 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if ok, err := s.transition(ctx, r, StateRunning, now); err != nil || !ok {
 		return err
 	}
-	call, err := s.prepare(ctx, r.Tenant, r.Request)
+	call, err := s.prepare(ctx, r.Tenant, r.ID, r.Request)
 	if err != nil {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, err)
 	}
+	s.capResponse(call)
 	if h := call.Policy.IdempotencyHeader; h != "" {
 		call.Header = call.Header.Clone()
 		call.Header.Set(h, r.IdempotencyKey)
@@ -164,7 +165,7 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 		args = append(args, response)
 	}
 	args = append(args, r.seq, r.State)
-	ures, err := s.db.ExecContext(ctx, s.sql(q), args...)
+	ures, err := s.execRecord(ctx, r.Tenant, v.state, s.sql(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
 	}
