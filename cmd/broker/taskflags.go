@@ -16,6 +16,7 @@ type taskFlags struct {
 	maxPending, maxBytes       int64
 	retention, failedRetention time.Duration
 	maxResponseBody            int64
+	maxWatches                 int
 }
 
 func addTaskFlags(fs *flag.FlagSet) *taskFlags {
@@ -26,6 +27,7 @@ func addTaskFlags(fs *flag.FlagSet) *taskFlags {
 	fs.DurationVar(&f.retention, "tasks-retention", tasks.DefaultRetention, "how long a SUCCEEDED or CANCELLED task is kept after its last update, then deleted")
 	fs.DurationVar(&f.failedRetention, "tasks-failed-retention", tasks.DefaultFailedRetention, "how long a FAILED task is kept (and may be retried) after its last update, then deleted")
 	fs.Int64Var(&f.maxResponseBody, "tasks-max-response-body", tasks.DefaultMaxResponseBody, "bytes of a task's final response body that are stored (at most the policy's max_response_body); a longer body is stored cut, with body_truncated")
+	fs.IntVar(&f.maxWatches, "tasks-max-watches", tasks.DefaultMaxWatches, "WatchTask streams open at once on this broker, 1 to 1,000,000; WatchTask answers RESOURCE_EXHAUSTED past it")
 	return f
 }
 
@@ -38,6 +40,8 @@ func (f *taskFlags) check() error {
 		return fmt.Errorf("--tasks-max-bytes-per-tenant must be at least 1, got %d", f.maxBytes)
 	case f.retention <= 0 || f.failedRetention <= 0:
 		return errors.New("--tasks-retention and --tasks-failed-retention must be positive")
+	case f.maxWatches < 1 || f.maxWatches > 1_000_000:
+		return fmt.Errorf("--tasks-max-watches must be between 1 and 1000000, got %d", f.maxWatches)
 	case f.maxResponseBody < 1 || f.maxResponseBody > engine.MaxBodyLimit:
 		return fmt.Errorf("--tasks-max-response-body must be between 1 and %d bytes, got %d", engine.MaxBodyLimit, f.maxResponseBody)
 	}
@@ -61,5 +65,6 @@ func (f *taskFlags) storeOptions() []tasks.Option {
 	return []tasks.Option{
 		tasks.WithMaxPendingPerTenant(f.maxPending), tasks.WithMaxBytesPerTenant(f.maxBytes),
 		tasks.WithRetention(f.retention, f.failedRetention), tasks.WithMaxResponseBody(f.maxResponseBody),
+		tasks.WithMaxWatches(f.maxWatches),
 	}
 }

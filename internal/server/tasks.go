@@ -341,21 +341,47 @@ func (s *Service) RetryTask(ctx context.Context, req *rbv1.RetryTaskRequest) (*r
 	return taskToProto(task), nil
 }
 
-// WatchPoll is how often WatchTask reads its task for a change.
-const WatchPoll = 100 * time.Millisecond
+// WatchPoll is how often WatchTask reads its task for a change when the
+// store cannot tell it of changes; WatchRemotePoll is how often it reads
+// it anyway when it can (a change made by another replica is seen then).
+const (
+	WatchPoll       = 100 * time.Millisecond
+	WatchRemotePoll = time.Second
+)
+
+// taskWatcher is a store that wakes a watch on each change it makes to a
+// task (*tasks.RiverStore).
+type taskWatcher interface {
+	Watch(tenant, id string) (*tasks.Watch, error)
+}
 
 // WatchTask sends the caller's task now and on every change of its state
 // (or of its update time), and ends after it sent a final state. It reads
-// the store every WatchPoll.
+// the task when the store says it changed, and at least every
+// WatchRemotePoll (every WatchPoll with a store that cannot say). Past the
+// store's bound on open watches it answers RESOURCE_EXHAUSTED.
 func (s *Service) WatchTask(req *rbv1.WatchTaskRequest, stream grpc.ServerStreamingServer[rbv1.Task]) error {
 	ctx := stream.Context()
 	st, tenantID, err := s.taskCaller(ctx, req.GetTaskId())
 	if err != nil {
 		return err
 	}
+	var wake <-chan struct{}
+	poll := WatchPoll
+	if tw, ok := st.(taskWatcher); ok {
+		w, err := tw.Watch(tenantID, req.GetTaskId())
+		if errors.Is(err, tasks.ErrTooManyWatches) {
+			return status.Error(codes.ResourceExhausted, "too many task watches are open on this broker; watch again later or poll GetTask")
+		}
+		if err != nil {
+			return taskError(err)
+		}
+		defer w.Close()
+		wake, poll = w.C, WatchRemotePoll
+	}
 	var last time.Time
 	lastState := tasks.StateUnspecified
-	tick := time.NewTicker(WatchPoll)
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
 		task, err := st.Get(ctx, tenantID, req.GetTaskId())
@@ -374,6 +400,7 @@ func (s *Service) WatchTask(req *rbv1.WatchTaskRequest, stream grpc.ServerStream
 		select {
 		case <-ctx.Done():
 			return contextStatus(ctx.Err())
+		case <-wake:
 		case <-tick.C:
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -48,6 +50,13 @@ func TestTaskRPCsUnimplementedWithoutStorage(t *testing.T) {
 // of those lines.
 func taskService(t *testing.T, keys string, opts ...tasks.Option) (*server.Service, *tasks.RiverStore, *tenant.Tenant) {
 	t.Helper()
+	return taskServiceWith(t, keys, nil, opts...)
+}
+
+// taskServiceWith is taskService with the server's store wrapped by wrap
+// (nil: the store itself).
+func taskServiceWith(t *testing.T, keys string, wrap func(*tasks.RiverStore) tasks.Store, opts ...tasks.Option) (*server.Service, *tasks.RiverStore, *tenant.Tenant) {
+	t.Helper()
 	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +77,9 @@ func taskService(t *testing.T, keys string, opts ...tasks.Option) (*server.Servi
 	}
 	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	ts.Store = st
+	if wrap != nil {
+		ts.Store = wrap(st)
+	}
 	return svc, st, dev
 }
 
@@ -180,5 +192,86 @@ func TestCreateTaskPastBoundIsResourceExhausted(t *testing.T) {
 	_, err := svc.CreateTask(t.Context(), req("b"))
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--tasks-max-pending-per-tenant") {
 		t.Fatalf("past the bound: %v", err)
+	}
+}
+
+// countingStore counts the reads of a task store; its Watch is the
+// store's own.
+type countingStore struct {
+	*tasks.RiverStore
+	gets atomic.Int64
+}
+
+func (c *countingStore) Get(ctx context.Context, tenant, id string) (*tasks.Task, error) {
+	c.gets.Add(1)
+	return c.RiverStore.Get(ctx, tenant, id)
+}
+
+// watchStream is the server side of one WatchTask stream, recording what
+// the handler sends.
+type watchStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent chan *rbv1.Task
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }
+func (w *watchStream) Send(t *rbv1.Task) error  { w.sent <- t; return nil }
+
+// TestWatchTaskReadsOnChangesAndIsBounded: a watch of a task that does
+// not change reads it once a second (not every 100 ms: a thousand idle
+// watches would otherwise be ten thousand reads a second on SQLite's one
+// connection), a change this broker makes (CancelTask) reaches it at once,
+// and past --tasks-max-watches a watch is refused with RESOURCE_EXHAUSTED.
+func TestWatchTaskReadsOnChangesAndIsBounded(t *testing.T) {
+	var counted *countingStore
+	svc, _, _ := taskServiceWith(t, "", func(st *tasks.RiverStore) tasks.Store {
+		counted = &countingStore{RiverStore: st}
+		return counted
+	}, tasks.WithMaxWatches(1))
+	req := &rbv1.CreateTaskRequest{
+		TaskId: "w", NotBefore: timestamppb.New(time.Now().Add(time.Hour)),
+		Execute: &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: "http://127.0.0.1:1/"}},
+	}
+	if _, err := svc.CreateTask(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream := &watchStream{ctx: ctx, sent: make(chan *rbv1.Task, 16)}
+	done := make(chan error, 1)
+	go func() { done <- svc.WatchTask(&rbv1.WatchTaskRequest{TaskId: "w"}, stream) }()
+	if first := <-stream.sent; first.GetState() != rbv1.TaskState_TASK_STATE_SCHEDULED {
+		t.Fatalf("first: %s", first.GetState())
+	}
+	// A second watch past the bound of one (bounded, should it be let in).
+	ctx2, cancel2 := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel2()
+	err := svc.WatchTask(&rbv1.WatchTaskRequest{TaskId: "w"}, &watchStream{ctx: ctx2, sent: make(chan *rbv1.Task, 16)})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a watch past the bound: %v", err)
+	}
+	before := counted.gets.Load()
+	time.Sleep(2500 * time.Millisecond)
+	if idle := counted.gets.Load() - before; idle > 4 {
+		t.Fatalf("an idle watch read its task %d times in 2.5 s", idle)
+	}
+	cancelled := time.Now()
+	if _, err := svc.CancelTask(t.Context(), &rbv1.CancelTaskRequest{TaskId: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-stream.sent:
+		if got.GetState() != rbv1.TaskState_TASK_STATE_CANCELLED {
+			t.Fatalf("after the cancel: %s", got.GetState())
+		}
+		if d := time.Since(cancelled); d > 900*time.Millisecond {
+			t.Fatalf("the cancel reached the watch after %s, not by its wake-up", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not see the cancel")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("watch ended with %v", err)
 	}
 }

@@ -61,6 +61,7 @@ type RiverStore struct {
 	clock   engine.Clock
 	logger  *slog.Logger
 	creates   createBatcher
+	watches   watchers
 	limits
 	stopSweep context.CancelFunc
 	swept     chan struct{}
@@ -74,6 +75,7 @@ type options struct {
 	logger       *slog.Logger
 	workers      int
 	pollInterval time.Duration
+	maxWatches   int
 	limits
 }
 
@@ -127,6 +129,7 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
 	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits}
+	s.watches.max = o.maxWatches
 	if err := s.createUsage(ctx); err != nil {
 		return nil, err
 	}

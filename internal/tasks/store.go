@@ -174,6 +174,7 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 		// The row is what counts: a job that still runs finds it cancelled.
 		s.logger.WarnContext(ctx, "tasks: cancel river job", "task_id", id, "error", err)
 	}
+	s.changed(tenant, id)
 	return s.Get(ctx, tenant, id)
 }
 
@@ -220,6 +221,7 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("tasks: commit: %w", err)
 	}
+	s.changed(tenant, id)
 	return s.Get(ctx, tenant, id)
 }
 

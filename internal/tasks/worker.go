@@ -83,6 +83,7 @@ func (s *RiverStore) transition(ctx context.Context, r *row, to State, now time.
 	n, _ := res.RowsAffected()
 	if n == 1 {
 		r.State = to
+		s.changed(r.Tenant, r.ID)
 	}
 	return n == 1, nil
 }
@@ -170,5 +171,8 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
 	}
 	n, _ := ures.RowsAffected()
+	if n == 1 {
+		s.changed(r.Tenant, r.ID)
+	}
 	return n == 1, nil
 }
