@@ -60,8 +60,8 @@ type RiverStore struct {
 	prepare Prepare
 	clock   engine.Clock
 	logger  *slog.Logger
-	creates   createBatcher
-	watches   watchers
+	creates createBatcher
+	watches watchers
 	limits
 	stopSweep context.CancelFunc
 	swept     chan struct{}
