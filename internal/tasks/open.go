@@ -12,6 +12,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite"), the one River's own SQLite tests use
 
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -48,6 +50,13 @@ const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	response BLOB,
 	request BLOB NOT NULL,
 	job_id INTEGER NOT NULL,
+	callback_url TEXT NOT NULL DEFAULT '',
+	callback_state INTEGER NOT NULL DEFAULT 0,
+	callback_attempts INTEGER NOT NULL DEFAULT 0,
+	callback_error TEXT NOT NULL DEFAULT '',
+	callback_id TEXT NOT NULL DEFAULT '',
+	trace_parent TEXT NOT NULL DEFAULT '',
+	trace_state TEXT NOT NULL DEFAULT '',
 	UNIQUE (tenant, task_id)
 )`
 
@@ -60,6 +69,13 @@ type RiverStore struct {
 	prepare Prepare
 	clock   engine.Clock
 	logger  *slog.Logger
+	tracer  trace.Tracer
+	obs     Observer
+	cb      callbacks
+
+	statsEvery time.Duration
+	statsStop  chan struct{}
+	statsDone  chan struct{}
 }
 
 // Option configures OpenSQLite.
@@ -70,6 +86,10 @@ type options struct {
 	logger       *slog.Logger
 	workers      int
 	pollInterval time.Duration
+	tracer       trace.Tracer
+	obs          Observer
+	cb           callbacks
+	statsEvery   time.Duration
 }
 
 // WithClock sets the clock of the task times (default the system clock).
@@ -86,12 +106,37 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 // SQLite has no LISTEN/NOTIFY, so River polls).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
 
+// WithTracer sets the tracer of the task.dispatch span that each dispatch
+// runs in (default a no-op tracer); see dispatchSpan.
+func WithTracer(t trace.Tracer) Option { return func(o *options) { o.tracer = t } }
+
+// WithObserver sets what is told of dispatches, callbacks and the stored
+// tasks (default NopObserver).
+func WithObserver(obs Observer) Option { return func(o *options) { o.obs = obs } }
+
+// WithStatsInterval sets how often the counts of stored tasks by tenant
+// and state and the age of the oldest due task are read for the
+// observer (default DefaultStatsInterval; 0 or less keeps it).
+func WithStatsInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.statsEvery = d
+		}
+	}
+}
+
+// DefaultStatsInterval is how often the task counts are read by default.
+const DefaultStatsInterval = 15 * time.Second
+
 // OpenSQLite opens (creating when missing) the SQLite file at path, runs
 // River's migrations and the broker's, and returns a store whose worker
 // dispatches each due task with prepare and runner. Call Start to begin
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
-	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 100 * time.Millisecond}
+	o := options{
+		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 100 * time.Millisecond,
+		tracer: noop.NewTracerProvider().Tracer(""), obs: NopObserver{}, cb: defaultCallbacks(), statsEvery: DefaultStatsInterval,
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -124,9 +169,13 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
-	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger}
+	s := &RiverStore{
+		db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger,
+		tracer: o.tracer, obs: o.obs, cb: o.cb, statsEvery: o.statsEvery,
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{s: s})
+	river.AddWorker(workers, &callbackWorker{s: s})
 	s.client, err = river.NewClient(driver, &river.Config{
 		Logger:            o.logger,
 		Workers:           workers,
@@ -142,13 +191,28 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	return s, nil
 }
 
-// Start begins dispatching due tasks; it returns at once.
-func (s *RiverStore) Start(ctx context.Context) error { return s.client.Start(ctx) }
+// Start begins dispatching due tasks (and reading the task counts for the
+// observer every stats interval); it returns at once.
+func (s *RiverStore) Start(ctx context.Context) error {
+	if err := s.client.Start(ctx); err != nil {
+		return err
+	}
+	if s.statsStop == nil {
+		s.statsStop, s.statsDone = make(chan struct{}), make(chan struct{})
+		go s.watchStats(context.WithoutCancel(ctx))
+	}
+	return nil
+}
 
 // Close stops dispatching (a running dispatch is given until ctx ends,
 // then canceled: its task runs again on the next start) and closes the
 // database.
 func (s *RiverStore) Close(ctx context.Context) error {
+	if s.statsStop != nil {
+		close(s.statsStop)
+		<-s.statsDone
+		s.statsStop = nil
+	}
 	err := s.client.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		err = s.client.StopAndCancel(context.Background())

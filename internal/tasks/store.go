@@ -38,13 +38,16 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 		return nil, false, fmt.Errorf("tasks: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	parent, traceState := traceContextOf(ctx)
 	res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
 		(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-		 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0)
+		 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
+		 callback_url, callback_state, trace_parent, trace_state)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0, ?, ?, ?, ?)
 		ON CONFLICT (tenant, task_id) DO NOTHING`),
 		nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
-		nano(now), nano(now), nano(next), nt.IdempotencyKey, nt.Request)
+		nano(now), nano(now), nano(next), nt.IdempotencyKey, nt.Request,
+		nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), parent, traceState)
 	if err != nil {
 		return nil, false, fmt.Errorf("tasks: insert: %w", err)
 	}
@@ -69,12 +72,18 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 }
 
 const columns = `seq, tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-	wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id`
+	wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
+	callback_url, callback_state, callback_attempts, callback_error, callback_id, trace_parent, trace_state`
 
 type row struct {
 	Task
 	seq   int64
 	jobID int64
+	// callbackID is the webhook-id of the current final state's callback.
+	callbackID string
+	// traceParent and traceState are the CreateTask call's W3C trace
+	// context (empty when it had none).
+	traceParent, traceState string
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -84,7 +93,8 @@ func scanRow(sc scanner) (*row, error) {
 	var notBefore, giveUp, created, updated, next int64
 	var attempts, response []byte
 	if err := sc.Scan(&r.seq, &r.Tenant, &r.ID, &r.Policy, &r.State, &notBefore, &giveUp, &created, &updated, &next,
-		&r.WaitReason, &r.IdempotencyKey, &r.Dispatches, &r.Outcome, &r.Error, &attempts, &response, &r.Request, &r.jobID); err != nil {
+		&r.WaitReason, &r.IdempotencyKey, &r.Dispatches, &r.Outcome, &r.Error, &attempts, &response, &r.Request, &r.jobID,
+		&r.CallbackURL, &r.Callback, &r.CallbackAttempts, &r.CallbackError, &r.callbackID, &r.traceParent, &r.traceState); err != nil {
 		return nil, err
 	}
 	r.NotBefore, r.GiveUpAfter, r.CreateTime, r.UpdateTime, r.NextRunTime = unnano(notBefore), unnano(giveUp), unnano(created), unnano(updated), unnano(next)
@@ -205,9 +215,23 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 	if r.State.Final() {
 		return &r.Task, nil
 	}
-	if _, err := s.db.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
-		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded); err != nil {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?
+		WHERE tenant = ? AND task_id = ? AND state < ?`), StateCancelled, nano(s.clock.Now()), tenant, id, StateSucceeded)
+	if err != nil {
 		return nil, fmt.Errorf("tasks: cancel: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		if err := s.scheduleCallback(ctx, tx, r); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("tasks: commit: %w", err)
 	}
 	if _, err := s.client.JobCancel(ctx, r.jobID); err != nil && !errors.Is(err, river.ErrNotFound) {
 		// The row is what counts: a job that still runs finds it cancelled.
@@ -238,7 +262,9 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	}
 	defer func() { _ = tx.Rollback() }()
 	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, give_up_after = ?,
-		wait_reason = '', error = '' WHERE seq = ? AND state = ?`), StateScheduled, nano(now), nano(now), giveUp, r.seq, StateFailed)
+		wait_reason = '', error = '', callback_state = CASE WHEN callback_url = '' THEN ? ELSE ? END,
+		callback_attempts = 0, callback_error = '', callback_id = '' WHERE seq = ? AND state = ?`),
+		StateScheduled, nano(now), nano(now), giveUp, CallbackNone, CallbackAwaitingTask, r.seq, StateFailed)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: retry: %w", err)
 	}

@@ -34,11 +34,16 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
 	}
+	due := r.NextRunTime
 	if ok, err := s.transition(ctx, r, StateRunning, now); err != nil || !ok {
 		return err
 	}
+	s.obs.TaskDispatchStarted(now.Sub(due))
+	ctx, span := s.dispatchSpan(ctx, r)
+	defer span.End()
 	call, err := s.prepare(ctx, r.Tenant, r.Request)
 	if err != nil {
+		s.dispatchDone(span, "error", StateFailed)
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, err)
 	}
 	if h := call.Policy.IdempotencyHeader; h != "" {
@@ -49,6 +54,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if ctx.Err() != nil {
 		// The broker is stopping: the task runs again at the next start,
 		// with no attempt used up.
+		s.dispatchDone(span, "interrupted", StateScheduled)
 		if _, err := s.record(context.WithoutCancel(ctx), r, verdict{state: StateScheduled}, res, nil); err != nil {
 			return err
 		}
@@ -61,7 +67,22 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 			runErr = fmt.Errorf("the task would wait (%s) past give_up_after", res.Outcome)
 		}
 	}
+	s.dispatchDone(span, outcomeLabel(res, runErr, v), v.state)
 	return s.finish(ctx, r, v, res, runErr)
+}
+
+// outcomeLabel names how a dispatch ended, for the dispatch counter: the
+// engine's outcome ("success", "gate_closed", ...), "pacing",
+// "store_unavailable", or "error" (a refused destination, an invalid
+// stored request).
+func outcomeLabel(res *engine.Result, runErr error, v verdict) string {
+	switch {
+	case v.state == StateWaiting && (v.reason == "pacing" || v.reason == "store_unavailable"):
+		return v.reason
+	case runErr != nil || res == nil:
+		return "error"
+	}
+	return res.Outcome.String()
 }
 
 // transition moves r from its stored state to to; false when the row
@@ -136,10 +157,27 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 		args = append(args, response)
 	}
 	args = append(args, r.seq, r.State)
-	ures, err := s.db.ExecContext(ctx, s.sql(q), args...)
+	// A final state and its callback's job are written in one
+	// transaction: a broker killed between them would lose the callback.
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("tasks: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	ures, err := tx.ExecContext(ctx, s.sql(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
 	}
-	n, _ := ures.RowsAffected()
-	return n == 1, nil
+	if n, _ := ures.RowsAffected(); n != 1 {
+		return false, nil
+	}
+	if v.state.Final() {
+		if err := s.scheduleCallback(ctx, tx, r); err != nil {
+			return false, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("tasks: commit: %w", err)
+	}
+	return true, nil
 }
