@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/tasks"
 	"github.com/retrybroker/retrybroker/internal/tenant"
@@ -31,11 +35,12 @@ func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
 // dispatching its due tasks through runner, with calls built by svc; the
 // returned stop closes it within timeout (a dispatch still running then is
 // cut, and its task runs again at the next start).
-func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger) (stop func(timeout time.Duration), err error) {
+func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger, opts ...tasks.Option) (stop func(timeout time.Duration), err error) {
 	if path == "" {
 		return func(time.Duration) {}, nil
 	}
-	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask, tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks")))
+	opts = append([]tasks.Option{tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks"))}, opts...)
+	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--tasks-sqlite: %w", err)
 	}
@@ -58,6 +63,24 @@ func closeTasks(st *tasks.RiverStore, timeout time.Duration, logger *slog.Logger
 			logger.Warn("tasks: close", "error", err)
 		}
 	}
+}
+
+// taskOptions are the task store's tracer, metrics and, with
+// --tasks-callback-secret-file, its callbacks (ts.Callbacks is set then).
+func taskOptions(o *options, ts *server.Tasks, tracer trace.Tracer, mets *metrics.Metrics, logger *slog.Logger) ([]tasks.Option, error) {
+	opts := []tasks.Option{tasks.WithTracer(tracer), tasks.WithObserver(mets)}
+	if o.tasksCallbackSecret == "" {
+		return opts, nil
+	}
+	if o.tasksSQLite == "" {
+		return nil, errors.New("--tasks-callback-secret-file needs task storage (--tasks-sqlite)")
+	}
+	sec, err := tasks.NewCallbackSecret(o.tasksCallbackSecret, nil, func(msg string, args ...any) { logger.Warn(msg, args...) })
+	if err != nil {
+		return nil, fmt.Errorf("--tasks-callback-secret-file: %w", err)
+	}
+	ts.Callbacks = true
+	return append(opts, tasks.WithCallbacks(tasks.Callbacks{Secret: sec, Body: server.TaskJSON})), nil
 }
 
 // warnAndAbove passes on only warnings and errors: River logs every

@@ -414,4 +414,3 @@ func TestCallbackSecretReread(t *testing.T) {
 		t.Fatalf("after a bad rewrite: %d keys, %v, %d warnings; want the last good 2 and one warning", len(keys), err, warned)
 	}
 }
-
