@@ -388,7 +388,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startBroker starts the broker on Redis with a config whose one tenant
+// startBroker starts the broker on Redis, with task storage, and a config whose one tenant
 // may call loopback and has a breaker quick to open and to close. The
 // process is killed by its pid when the test ends (and by the kernel if
 // the test binary dies first).
@@ -414,7 +414,8 @@ tenants:
 	}
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	b := &broker{metricsAddr: metricsAddr, done: make(chan error, 1)}
-	b.cmd = exec.Command(brokerBin, "--listen", addr, "--metrics-listen", metricsAddr, "--config", cfgFile, "--redis", redisURL)
+	b.cmd = exec.Command(brokerBin, "--listen", addr, "--metrics-listen", metricsAddr, "--config", cfgFile, "--redis", redisURL,
+		"--tasks-sqlite", filepath.Join(t.TempDir(), "tasks.db")) // the task metrics (TasksOldestDueTooOld)
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs := &strings.Builder{}
 	var mu sync.Mutex
