@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -412,5 +413,82 @@ func TestCallbackSecretReread(t *testing.T) {
 	clock.Advance(tasks.CallbackSecretCheck)
 	if keys, err := sec.Keys(); err != nil || len(keys) != 2 || warned != 1 {
 		t.Fatalf("after a bad rewrite: %d keys, %v, %d warnings; want the last good 2 and one warning", len(keys), err, warned)
+	}
+}
+
+// TestCallbackVerifiedByStandardWebhooksPython cross-checks the
+// deliveries with an independent implementation: PyPI's standardwebhooks
+// (the specification's own reference library), whose Webhook.verify
+// checks the signature and the timestamp's tolerance. Optional: it runs
+// only when STANDARDWEBHOOKS_PYTHON names a Python that has the library:
+//
+//	python3 -m venv /tmp/sw && /tmp/sw/bin/pip install standardwebhooks==1.1.0
+//	STANDARDWEBHOOKS_PYTHON=/tmp/sw/bin/python go test -run StandardWebhooksPython ./internal/tasks/
+//
+// The deliveries reach a loopback receiver; Python reads them from a file.
+func TestCallbackVerifiedByStandardWebhooksPython(t *testing.T) {
+	py := os.Getenv("STANDARDWEBHOOKS_PYTHON")
+	if py == "" {
+		t.Skip("STANDARDWEBHOOKS_PYTHON is not set")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, py, "-c", "import standardwebhooks").CombinedOutput(); err != nil {
+		t.Skipf("%s has no standardwebhooks: %v %s", py, err, out)
+	}
+	up := newUpstream(t, reply{status: 200})
+	rc := newReceiver(t, 200)
+	p := policy(t, nil)
+	// Two secrets: a rotation, where the library must accept one of the
+	// two signatures.
+	other := "whsec_" + base64.StdEncoding.EncodeToString([]byte("another secret of 32 bytes......"))
+	s := openCallbacks(t, filepath.Join(t.TempDir(), "tasks.db"), guardedPrepare(t, p, loopback), callbackSecret(t, other+"\n"+testSecret+"\n"))
+	for _, id := range []string{"p1", "p2"} {
+		if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: id, Request: request(t, "POST", up.URL), CallbackURL: rc.URL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, s, "a", "p1", callbackSettled)
+	waitFor(t, s, "a", "p2", callbackSettled)
+	type pyCase struct {
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	var cases []pyCase
+	for _, d := range rc.deliveries() {
+		cases = append(cases, pyCase{Headers: map[string]string{"webhook-id": d.id, "webhook-timestamp": d.timestamp, "webhook-signature": d.signature}, Body: base64.StdEncoding.EncodeToString(d.body)})
+	}
+	if len(cases) != 2 {
+		t.Fatalf("%d deliveries, want 2", len(cases))
+	}
+	// A tampered body must fail, or the check proves nothing.
+	bad := cases[0]
+	bad.Body = base64.StdEncoding.EncodeToString([]byte(`{"task_id":"forged"}`))
+	in, _ := json.Marshal(append(cases, bad))
+	file := filepath.Join(t.TempDir(), "deliveries.json")
+	if err := os.WriteFile(file, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import base64, json, sys
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+cases = json.load(open(sys.argv[1]))
+for secret in sys.argv[2:]:
+    wh = Webhook(secret)
+    out = []
+    for c in cases:
+        try:
+            wh.verify(base64.b64decode(c["body"]), c["headers"])
+            out.append("ok")
+        except WebhookVerificationError:
+            out.append("bad")
+    print(" ".join(out))
+`
+	out, err := exec.CommandContext(ctx, py, "-c", script, file, testSecret, other).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "ok ok bad\nok ok bad" {
+		t.Fatalf("standardwebhooks verified %q, want each secret to verify both deliveries and refuse the forged one", got)
 	}
 }
