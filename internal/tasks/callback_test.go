@@ -492,3 +492,57 @@ for secret in sys.argv[2:]:
 		t.Fatalf("standardwebhooks verified %q, want each secret to verify both deliveries and refuse the forged one", got)
 	}
 }
+
+// TestCallbackAfterRetryTask: a FAILED task's callback is delivered; a
+// RetryTask resets the callback to awaiting the task, and the next final
+// state is a new event, delivered under a new webhook-id.
+func TestCallbackAfterRetryTask(t *testing.T) {
+	up := newUpstream(t, reply{status: 400}, reply{status: 200})
+	rc := newReceiver(t, 200)
+	p := policy(t, nil)
+	s := openCallbacks(t, filepath.Join(t.TempDir(), "tasks.db"), guardedPrepare(t, p, loopback), callbackSecret(t, testSecret))
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "rt", Request: request(t, "GET", up.URL), CallbackURL: rc.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if failed := waitFor(t, s, "a", "rt", callbackSettled); failed.State != tasks.StateFailed || failed.Callback != tasks.CallbackDelivered {
+		t.Fatalf("first: task %s, callback %s", failed.State, failed.Callback)
+	}
+	retried, err := s.Retry(t.Context(), "a", "rt")
+	if err != nil || retried.Callback != tasks.CallbackAwaitingTask || retried.CallbackAttempts != 0 {
+		t.Fatalf("retry: %v, callback %s after %d tries", err, retried.Callback, retried.CallbackAttempts)
+	}
+	done := waitFor(t, s, "a", "rt", func(task *tasks.Task) bool { return task.State.Final() && callbackSettled(task) })
+	if done.State != tasks.StateSucceeded || done.Callback != tasks.CallbackDelivered {
+		t.Fatalf("after the retry: task %s, callback %s", done.State, done.Callback)
+	}
+	got := rc.deliveries()
+	if len(got) != 2 || got[0].id == got[1].id || !strings.Contains(string(got[1].body), `"state":"succeeded"`) {
+		t.Fatalf("deliveries %d, ids %q %q", len(got), got[0].id, got[len(got)-1].id)
+	}
+}
+
+// FuzzParseCallbackSecrets: any file content is parsed without a panic;
+// an accepted file holds only keys of 24 to 64 bytes, and an error never
+// repeats the content.
+func FuzzParseCallbackSecrets(f *testing.F) {
+	for _, seed := range []string{testSecret, testSecret + "\n" + testSecret + "\r\n", "", "whsec_", "whsec_!!", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "\n\n  \n"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		keys, err := tasks.ParseCallbackSecrets(text)
+		if err != nil {
+			if trimmed := strings.TrimSpace(text); len(trimmed) >= 8 && strings.Contains(err.Error(), trimmed) {
+				t.Fatalf("the error repeats the content: %v", err)
+			}
+			return
+		}
+		if len(keys) == 0 {
+			t.Fatal("accepted with no key")
+		}
+		for _, k := range keys {
+			if len(k) < 24 || len(k) > 64 {
+				t.Fatalf("accepted a %d-byte key", len(k))
+			}
+		}
+	})
+}

@@ -262,9 +262,9 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	}
 	defer func() { _ = tx.Rollback() }()
 	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, give_up_after = ?,
-		wait_reason = '', error = '', callback_state = CASE WHEN callback_url = '' THEN ? ELSE ? END,
-		callback_attempts = 0, callback_error = '', callback_id = '' WHERE seq = ? AND state = ?`),
-		StateScheduled, nano(now), nano(now), giveUp, CallbackNone, CallbackAwaitingTask, r.seq, StateFailed)
+		wait_reason = '', error = '', callback_state = ?, callback_attempts = 0, callback_error = '', callback_id = ''
+		WHERE seq = ? AND state = ?`),
+		StateScheduled, nano(now), nano(now), giveUp, callbackStateAtCreate(r.CallbackURL), r.seq, StateFailed)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: retry: %w", err)
 	}
