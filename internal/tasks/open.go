@@ -60,6 +60,16 @@ const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	UNIQUE (tenant, task_id)
 )`
 
+// indexes serve the task metrics' periodic reads (Stats): the counts by
+// tenant and state (a covering index scan: 15-17 ms for 100,000 tasks in
+// SQLite, against 360-400 ms for the table scan, which would hold the one
+// connection that long every stats interval), and the oldest due task (an
+// index search).
+var indexes = []string{
+	`CREATE INDEX IF NOT EXISTS retrybroker_task_tenant_state ON retrybroker_task (tenant, state)`,
+	`CREATE INDEX IF NOT EXISTS retrybroker_task_due ON retrybroker_task (state, next_run_time)`,
+}
+
 // RiverStore is the Store over River and a SQLite file; it also runs the
 // River client whose worker dispatches due tasks.
 type RiverStore struct {
@@ -168,6 +178,11 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	}
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
+	}
+	for _, q := range indexes {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("tasks: create index: %w", err)
+		}
 	}
 	s := &RiverStore{
 		db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger,
