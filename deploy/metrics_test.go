@@ -305,6 +305,14 @@ func TestMetricsExist(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The task counts are read every 15 s: the task's tenant shows at the
+	// next read.
+	for !strings.Contains(b.scrape(t), `retrybroker_tasks{state="succeeded",tenant="ops"} 1`) {
+		if tctx.Err() != nil {
+			t.Fatalf("retrybroker_tasks never counted the task:\n%s", b.scrape(t))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(b.scrape(t)))
