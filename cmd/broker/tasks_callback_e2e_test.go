@@ -81,9 +81,9 @@ func (rc *webhookReceiver) got() (bodies [][]byte, ids, bad []string) {
 	return append([][]byte(nil), rc.bodies...), append([]string(nil), rc.ids...), append([]string(nil), rc.bad...)
 }
 
-func waitTask(ctx context.Context, t *testing.T, b *brokerProc, id string, cond func(*rbv1.Task) bool) *rbv1.Task {
+func waitTask(ctx context.Context, t *testing.T, b *brokerProc, id string, within time.Duration, cond func(*rbv1.Task) bool) *rbv1.Task {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
 		task, err := b.client.GetTask(ctx, &rbv1.GetTaskRequest{TaskId: id})
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func waitTask(ctx context.Context, t *testing.T, b *brokerProc, id string, cond 
 			return task
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task %s: %v after 60s", id, task)
+			t.Fatalf("task %s: %v after %s", id, task, within)
 		}
 	}
 }
@@ -127,7 +127,7 @@ func TestTaskCallbackE2E(t *testing.T) {
 	if created.GetCallbackState() != rbv1.TaskCallbackState_TASK_CALLBACK_STATE_AWAITING_TASK {
 		t.Fatalf("created with callback state %s", created.GetCallbackState())
 	}
-	done := waitTask(ctx, t, b, "cb", func(task *rbv1.Task) bool {
+	done := waitTask(ctx, t, b, "cb", 60*time.Second, func(task *rbv1.Task) bool {
 		return task.GetCallbackState() == rbv1.TaskCallbackState_TASK_CALLBACK_STATE_DELIVERED ||
 			task.GetCallbackState() == rbv1.TaskCallbackState_TASK_CALLBACK_STATE_FAILED
 	})
@@ -191,9 +191,75 @@ func TestTaskDispatchSpanLinkedAcrossRestart(t *testing.T) {
 	secondCol := newOTLPCollector(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", secondCol.URL)
 	second := startProc(t, "--allow-destinations", "127.0.0.1/32", "--tasks-sqlite", db)
-	waitTask(ctx, t, second, "traced", func(task *rbv1.Task) bool { return task.GetState() == rbv1.TaskState_TASK_STATE_SUCCEEDED })
+	waitTask(ctx, t, second, "traced", 60*time.Second, func(task *rbv1.Task) bool { return task.GetState() == rbv1.TaskState_TASK_STATE_SUCCEEDED })
 	waitUntil(t, 15*time.Second, "the dispatch span exported", func() bool { return strings.Contains(secondCol.text(), "task.dispatch") })
 	if !strings.Contains(secondCol.text(), string(rawID)) {
 		t.Fatal("the second broker's task.dispatch span does not link to the CreateTask call's trace")
+	}
+}
+
+// TestTaskCallbackSurvivesSIGKILL: a callback whose first try failed (the
+// receiver answered 503) is delivered by a new broker on the same
+// --tasks-sqlite file after the first was killed with SIGKILL right after
+// the try, with the same webhook-id. The kill may land before River
+// recorded the try's end (River completes jobs asynchronously): the job is
+// then left running, and the new broker's River rescues it (30 s after the
+// try began, at its rescuer's next run, every 30 s, once it leads).
+func TestTaskCallbackSurvivesSIGKILL(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(up.Close)
+	var mu sync.Mutex
+	var ids []string
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ids = append(ids, r.Header.Get("webhook-id"))
+		first := len(ids) == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(rc.Close)
+	seen := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), ids...)
+	}
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "callback-secret")
+	if err := os.WriteFile(secretFile, []byte(e2eCallbackSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--allow-destinations", "127.0.0.1/32", "--tasks-sqlite", filepath.Join(dir, "tasks.db"), "--tasks-callback-secret-file", secretFile}
+	first := startProc(t, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	if _, err := first.client.CreateTask(ctx, &rbv1.CreateTaskRequest{
+		TaskId: "k", Execute: &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL}}, Callback: &rbv1.TaskCallback{Url: rc.URL},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pending := waitTask(ctx, t, first, "k", 60*time.Second, func(task *rbv1.Task) bool { return task.GetCallbackAttempts() >= 1 })
+	if pending.GetCallbackState() != rbv1.TaskCallbackState_TASK_CALLBACK_STATE_PENDING || pending.GetCallbackLastError() != "the receiver answered 503" {
+		t.Fatalf("after the 503: callback %s (%q)", pending.GetCallbackState(), pending.GetCallbackLastError())
+	}
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-first.done
+	first.done <- err
+
+	second := startProc(t, args...)
+	done := waitTask(ctx, t, second, "k", 150*time.Second, func(task *rbv1.Task) bool {
+		return task.GetCallbackState() == rbv1.TaskCallbackState_TASK_CALLBACK_STATE_DELIVERED ||
+			task.GetCallbackState() == rbv1.TaskCallbackState_TASK_CALLBACK_STATE_FAILED
+	})
+	if done.GetCallbackState() != rbv1.TaskCallbackState_TASK_CALLBACK_STATE_DELIVERED || done.GetCallbackAttempts() != 2 {
+		t.Fatalf("after the restart: callback %s after %d tries (%q)", done.GetCallbackState(), done.GetCallbackAttempts(), done.GetCallbackLastError())
+	}
+	if got := seen(); len(got) != 2 || got[0] != got[1] || got[0] == "" {
+		t.Fatalf("receiver saw ids %q, want the same id twice", got)
 	}
 }

@@ -165,6 +165,21 @@ type callbackWorker struct {
 	s *RiverStore
 }
 
+// Timeout bounds one try's job: the POST's own timeout and 10 s for the
+// database. It also makes the job rescuable: River rescues a job of a
+// broker that died mid-try once it has been running this long and
+// rescueAfter has passed (see newRiverStore).
+func (w *callbackWorker) Timeout(*river.Job[callbackArgs]) time.Duration { return w.s.cb.jobTimeout() }
+
+func (c *callbacks) jobTimeout() time.Duration { return c.Timeout + 10*time.Second }
+
+// rescueAfter is River's RescueStuckJobsAfter: twice a callback job's
+// timeout, at least 30 s. Only jobs whose worker has a Timeout are
+// rescued (River ignores a stuck job whose timeout is -1, the client's
+// JobTimeout, which the dispatch jobs keep: a dispatch's length is its
+// policy's), so this is how long a delivery cut by a dead broker waits.
+func (c *callbacks) rescueAfter() time.Duration { return max(30*time.Second, 2*c.jobTimeout()) }
+
 // Work makes one try: it POSTs the final task, signed, through the task
 // policy's guarded client. A 2xx is DELIVERED; a refused destination is
 // FAILED at once (nothing is dialled); anything else is retried through

@@ -198,7 +198,10 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		FetchPollInterval: o.pollInterval,
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
 		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
-		MaxAttempts:       25,
+		// Rescues callback jobs of a broker that died mid-try (their
+		// worker sets a Timeout); dispatch jobs, with no timeout, are not.
+		RescueStuckJobsAfter: o.cb.rescueAfter(),
+		MaxAttempts:          25,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
