@@ -38,7 +38,9 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 		return nil, false, fmt.Errorf("tasks: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	parent, traceState := traceContextOf(ctx)
+	if nt.TraceParent == "" && nt.TraceState == "" {
+		nt.TraceParent, nt.TraceState = traceContextOf(ctx)
+	}
 	res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
 		(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
 		 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
@@ -47,7 +49,7 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 		ON CONFLICT (tenant, task_id) DO NOTHING`),
 		nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
 		nano(now), nano(now), nano(next), nt.IdempotencyKey, nt.Request,
-		nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), parent, traceState)
+		nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), nt.TraceParent, nt.TraceState)
 	if err != nil {
 		return nil, false, fmt.Errorf("tasks: insert: %w", err)
 	}

@@ -103,6 +103,10 @@ type NewTask struct {
 	// CallbackURL, when set, receives the final task (WithCallbacks must
 	// be configured; the server checks that).
 	CallbackURL string
+	// TraceParent and TraceState are the W3C trace context the task's
+	// dispatch spans link to; Create fills them from its context's span
+	// when both are empty.
+	TraceParent, TraceState string
 }
 
 // ErrNotFound reports a task that does not exist in the caller's tenant.

@@ -34,11 +34,11 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
 	}
-	due := r.NextRunTime
+	becameDue := r.NextRunTime
 	if ok, err := s.transition(ctx, r, StateRunning, now); err != nil || !ok {
 		return err
 	}
-	s.obs.TaskDispatchStarted(now.Sub(due))
+	s.obs.TaskDispatchStarted(now.Sub(becameDue))
 	ctx, span := s.dispatchSpan(ctx, r)
 	defer span.End()
 	call, err := s.prepare(ctx, r.Tenant, r.Request)
