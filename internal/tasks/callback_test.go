@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -545,4 +546,47 @@ func FuzzParseCallbackSecrets(f *testing.F) {
 			}
 		}
 	})
+}
+
+// groundworkSchema is retrybroker_task as the first tasks broker made it,
+// before callbacks and the trace context.
+const groundworkSchema = `CREATE TABLE retrybroker_task (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, task_id TEXT NOT NULL, policy TEXT NOT NULL,
+	state INTEGER NOT NULL, not_before INTEGER NOT NULL, give_up_after INTEGER NOT NULL, create_time INTEGER NOT NULL,
+	update_time INTEGER NOT NULL, next_run_time INTEGER NOT NULL, wait_reason TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+	dispatches INTEGER NOT NULL, outcome INTEGER NOT NULL, error TEXT NOT NULL, attempts BLOB NOT NULL, response BLOB,
+	request BLOB NOT NULL, job_id INTEGER NOT NULL, UNIQUE (tenant, task_id))`
+
+// TestOpenAddsCallbackColumnsToAnOlderTable: a file whose task table an
+// older broker made (make run keeps it) is opened, its table gains the
+// new columns, its stored task reads back, and a task with a callback
+// runs and calls back.
+func TestOpenAddsCallbackColumnsToAnOlderTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(groundworkSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO retrybroker_task VALUES (1, 'a', 'old', '', 6, 1, 0, 1, 1, 1, '', 'k', 0, 0, '', '[]', NULL, x'00', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstream(t, reply{status: 200})
+	rc := newReceiver(t, 200)
+	s := openCallbacks(t, path, guardedPrepare(t, policy(t, nil), loopback), callbackSecret(t, testSecret))
+	old, err := s.Get(t.Context(), "a", "old")
+	if err != nil || old.State != tasks.StateCancelled || old.Callback != tasks.CallbackNone {
+		t.Fatalf("the older task: %v %+v", err, old)
+	}
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "new", Request: request(t, "GET", up.URL), CallbackURL: rc.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitFor(t, s, "a", "new", callbackSettled); done.Callback != tasks.CallbackDelivered {
+		t.Fatalf("callback %s (%q)", done.Callback, done.CallbackError)
+	}
 }

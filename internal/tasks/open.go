@@ -60,6 +60,39 @@ const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	UNIQUE (tenant, task_id)
 )`
 
+// addedColumns are the columns retrybroker_task gained after its first
+// version (callbacks, the trace context): a table an older broker made
+// (make run keeps its file) gets them at open. Types are INTEGER and TEXT
+// with constant defaults, which SQLite's and PostgreSQL's ALTER TABLE
+// both take.
+var addedColumns = []struct{ name, def string }{
+	{"callback_url", "TEXT NOT NULL DEFAULT ''"},
+	{"callback_state", "INTEGER NOT NULL DEFAULT 0"},
+	{"callback_attempts", "INTEGER NOT NULL DEFAULT 0"},
+	{"callback_error", "TEXT NOT NULL DEFAULT ''"},
+	{"callback_id", "TEXT NOT NULL DEFAULT ''"},
+	{"trace_parent", "TEXT NOT NULL DEFAULT ''"},
+	{"trace_state", "TEXT NOT NULL DEFAULT ''"},
+}
+
+// addColumns adds the addedColumns db's retrybroker_task lacks (a column
+// is there when selecting it succeeds, the one test both databases share).
+func addColumns(ctx context.Context, db *sql.DB) error {
+	for _, c := range addedColumns {
+		rows, err := db.QueryContext(ctx, `SELECT `+c.name+` FROM retrybroker_task WHERE 1 = 0`)
+		if err == nil {
+			err = rows.Close()
+		}
+		if err == nil {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE retrybroker_task ADD COLUMN `+c.name+` `+c.def); err != nil {
+			return fmt.Errorf("tasks: add column %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
 // indexes serve the task metrics' periodic reads (Stats): the counts by
 // tenant and state (a covering index scan: 15-17 ms for 100,000 tasks in
 // SQLite, against 360-400 ms for the table scan, which would hold the one
@@ -178,6 +211,9 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	}
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
+	}
+	if err := addColumns(ctx, db); err != nil {
+		return nil, err
 	}
 	for _, q := range indexes {
 		if _, err := db.ExecContext(ctx, q); err != nil {
