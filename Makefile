@@ -10,6 +10,10 @@ export GOFLAGS := -buildvcs=false
 ARGS ?=
 LISTEN ?= 127.0.0.1:50051
 ADMIN_LISTEN ?= 127.0.0.1:9091
+# make run keeps deferred calls (tasks) in a SQLite file here; TASKS= turns
+# them off, TASKS='--tasks-postgres URL' moves them.
+STATE_DIR ?= $(if $(XDG_STATE_HOME),$(XDG_STATE_HOME),$(HOME)/.local/state)/retrybroker
+TASKS ?= --tasks-sqlite $(STATE_DIR)/tasks.db
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
@@ -93,9 +97,10 @@ image:
 image-test: image
 	RETRYBROKER_IMAGE_TEST=$(IMAGE) $(GO) test -count=1 -run 'TestImage' ./deploy/
 
-## run: start the broker on its embedded default (memory store, dev tenant, loopback only), the admin view on $(ADMIN_LISTEN)
+## run: start the broker on its embedded default (memory store, dev tenant, loopback only, tasks in $(STATE_DIR)/tasks.db), the admin view on $(ADMIN_LISTEN)
 run:
-	$(GO) run ./cmd/broker --listen $(LISTEN) --admin-listen $(ADMIN_LISTEN) --reflection $(ARGS)
+	@mkdir -p $(STATE_DIR) && echo "make run: state directory $(STATE_DIR) (tasks: $(TASKS))"
+	$(GO) run ./cmd/broker --listen $(LISTEN) --admin-listen $(ADMIN_LISTEN) --reflection $(TASKS) $(ARGS)
 
 ## generate: regenerate gen/ (Go), the Python and TypeScript stubs from proto/ with pinned local plugins,
 ## and docs/providers.md from the built-in provider catalog

@@ -38,14 +38,14 @@ go through. This suite measures both against what users would otherwise do, in
 one run on one machine, and adds what an outage costs the upstream, the memory
 of parked calls, the cost of scale (configuration size, Redis operations), and
 a herd of more callers than quota from the first call and through a rolling
-restart (section 7), and the cost of broker-held credentials (section 8). Every comparison below is a ratio
+restart (section 7), the cost of broker-held credentials (section 8), and deferred calls (tasks, section 9). Every comparison below is a ratio
 of figures measured side by side in the same run. All traffic stays on
 127.0.0.1: the providers are fakes (` + "`bench/fakeprovider`" + `), the brokers are real
 broker processes built from ` + "`./cmd/broker`" + `.
 
 `)
 	b.WriteString("## Reproduce\n\n```sh\n" + r.Command + "\n```\n\n")
-	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,herd,rolling,outage,overhead,parked,scale,stream,credentials` runs some scenarios only (`-only herd` takes about 3 minutes, `-only rolling` about 75 s; each writes a document of its own scenario only, so pass `-doc` and `-charts` elsewhere to keep this one), `-styles github,azure,jira,retry-after` some provider styles only (of the quota, herd and rolling scenarios) (unknown names are refused); `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it); `-redis-server PATH` names the binary of the single server, while the cluster and Sentinel nodes (`internal/store/redistest`) always use the one on PATH.\n\n")
+	b.WriteString("`-quick` runs a short smoke version (used by `go test ./bench/...`); `-broker PATH` uses a prebuilt broker instead of building `./cmd/broker`; `-only quota,herd,rolling,outage,overhead,parked,scale,stream,credentials,tasks` runs some scenarios only (`-only herd` takes about 3 minutes, `-only rolling` about 75 s; each writes a document of its own scenario only, so pass `-doc` and `-charts` elsewhere to keep this one), `-styles github,azure,jira,retry-after` some provider styles only (of the quota, herd and rolling scenarios) (unknown names are refused); `-trace DIR` writes every arrival at the fake provider as CSV, one file per quota row. The run needs `go` and `redis-server` on PATH (`make redis` installs it); `-redis-server PATH` names the binary of the single server, while the cluster and Sentinel nodes (`internal/store/redistest`) always use the one on PATH.\n\n")
 	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| CPU | %s |\n| cores | %d |\n| Go | %s (%s) |\n| kernel | %s |\n| Redis | %s |\n| date | %s |\n| commit | %s |\n| broker | %s |\n| run time | %s |\n\n",
 		m.CPU, m.Cores, m.GoVersion, m.OS, orDash(m.Kernel), orDash(m.Redis), m.Date.Format("2006-01-02 15:04 UTC"), orDash(m.Commit), orDash(m.Broker), r.Elapsed.Round(time.Second))
@@ -335,6 +335,9 @@ the same upstream, at each concurrency, in a closed loop.
 	}
 	if r.Credentials != nil {
 		r.credentialsSection(&b)
+	}
+	if r.Tasks != nil {
+		r.tasksSection(&b)
 	}
 	if o := r.Observations(); len(o) > 0 {
 		b.WriteString("Observations:\n\n")

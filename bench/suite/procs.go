@@ -169,6 +169,8 @@ type brokerOptions struct {
 	listen string
 	// healthInterval is --redis-health-interval ("" for the default).
 	healthInterval string
+	// extra are further flags, appended as given (e.g. --tasks-sqlite PATH).
+	extra []string
 }
 
 // broker is a running broker process.
@@ -226,6 +228,7 @@ func startBroker(ctx context.Context, bin string, o brokerOptions) (*broker, err
 		if o.healthInterval != "" {
 			args = append(args, "--redis-health-interval", o.healthInterval)
 		}
+		args = append(args, o.extra...)
 		t0 := time.Now()
 		b.process, err = startProcess(bin, args...)
 		if err != nil {

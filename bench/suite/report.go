@@ -180,6 +180,7 @@ func (r *Report) Targets() []Target {
 		)
 	}
 	out = append(out, r.credentialsTargets()...)
+	out = append(out, r.tasksTargets()...)
 	return append(out, r.redisTargets()...)
 }
 
@@ -597,6 +598,7 @@ func (r *Report) Markdown() string {
 		{"Scale", r.ScaleTables(), len(r.Config)+len(r.RedisOps) > 0},
 		{"Streaming", r.StreamTables(), r.Stream != nil},
 		{"Broker-held credentials", r.CredentialsTable(), r.Credentials != nil},
+		{"Deferred calls (tasks)", r.TasksTable(), r.Tasks != nil},
 	}
 	for _, s := range sections {
 		if s.show {

@@ -76,7 +76,7 @@ type Options struct {
 	// scenarios to these styles.
 	Styles []string
 	// Only, when not empty, limits the run to these scenarios: "quota",
-	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials".
+	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials", "tasks".
 	Only []string
 }
 
@@ -105,6 +105,9 @@ type Report struct {
 	// Credentials is issue 19's overhead rows (broker-held credentials);
 	// nil when the scenario did not run.
 	Credentials *CredentialsReport
+	// Tasks is issue 20's rows (deferred calls on SQLite); nil when the
+	// scenario did not run.
+	Tasks *TasksReport
 	// Herd, HerdRes and RollingRes are the herd scenario (issue 18) and
 	// its rolling restart.
 	Herd       HerdParams
@@ -409,6 +412,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Errors = append(rep.Errors, "credentials: "+err.Error())
 		}
 	}
+	if want("tasks") && ctx.Err() == nil {
+		res, err := s.tasksRun(ctx, tasksParams(o.Quick))
+		rep.Tasks = res
+		if err != nil {
+			rep.Errors = append(rep.Errors, "tasks: "+err.Error())
+		}
+	}
 	if want("scale") && ctx.Err() == nil {
 		rr, err := s.redisOpsRun(ctx, sp)
 		rep.RedisOps = rr
@@ -442,7 +452,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // Scenarios lists the scenario names Options.Only accepts, in run order.
 // "stream" is the streaming scenario, added on main beside these (its own
 // files); it is listed here so that naming it is never refused.
-var Scenarios = []string{"scale", "quota", "herd", "rolling", "outage", "overhead", "parked", "stream", "credentials"}
+var Scenarios = []string{"scale", "quota", "herd", "rolling", "outage", "overhead", "parked", "stream", "credentials", "tasks"}
 
 // filterHerd keeps the cases of the styles named (all when none is).
 func filterHerd(cases []HerdCase, styles []string) []HerdCase {

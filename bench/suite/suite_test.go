@@ -59,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 	doc := filepath.Join(out, "benchmarks.md")
 	charts := filepath.Join(out, "benchmarks")
 	var log bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
 	rep, err := suite.Run(ctx, suite.Options{
@@ -173,6 +173,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	checkCredentials(t, rep)
+	checkTasks(t, rep)
 
 	md := rep.Markdown()
 	for _, want := range []string{
@@ -191,6 +192,7 @@ func TestQuickRun(t *testing.T) {
 		"| one server | 1 attempt: plain 200 (reports nothing) |", "| 3-master cluster | 1 attempt: 200 with GitHub quota headers |", "| master + replica + sentinel | 2 attempts: 503 Retry-After: 0, then plain 200 |",
 		"Redis 3-master cluster, 1 attempt: plain 200 (reports nothing): ≤ 1 round trip per Execute",
 		"### Streaming", "minimal streaming forwarder", "time to first byte",
+		"### Deferred calls (tasks)", "| dispatch, 300 tasks due at once |", "tasks (SQLite): dispatch lag p99 ≤ 100 ms after the gate reopens",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -200,7 +202,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "## 7. A herd", "## 8. Broker-held credentials", "benchmarks/herd-refusals-github.png", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
+	for _, want := range []string{"# Benchmarks", "## Machine", "go run ./bench/cmd/benchsuite -quick", "## Targets", "## 1. Quota citizenship", "## 2. Outage", "## 5. Scale", "## 7. A herd", "## 8. Broker-held credentials", "## 9. Deferred calls (tasks)", "benchmarks/herd-refusals-github.png", "benchmarks/" + suite.ChartGoodput, "benchmarks/" + suite.ChartOutage} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("%s lacks %q", doc, want)
 		}
@@ -248,6 +250,29 @@ func checkCredentials(t *testing.T, rep *suite.Report) {
 	}
 	if cr.Brokers != 1 || cr.TokenRequests != 1 {
 		t.Errorf("credentials: %d token requests for %d brokers, want 1 for 1", cr.TokenRequests, cr.Brokers)
+	}
+}
+
+// checkTasks checks the tasks scenario's rows: every row ran to the end,
+// no create failed, every task due was sent exactly once and every
+// citizenship task succeeded (correctness; no figure is judged).
+func checkTasks(t *testing.T, rep *suite.Report) {
+	t.Helper()
+	tr := rep.Tasks
+	if tr == nil {
+		t.Fatal("no tasks results")
+	}
+	if !tr.CreateMeasured || !tr.DispatchMeasured || !tr.LagMeasured || !tr.ReopenMeasured || !tr.CitizenMeasured {
+		t.Errorf("tasks: rows that did not run to the end: %+v", tr)
+	}
+	if tr.CreateErrors != 0 || tr.CreateRate == 0 || tr.RSSAfter == 0 {
+		t.Errorf("tasks: creation: %.0f/s, %d errors, RSS %d", tr.CreateRate, tr.CreateErrors, tr.RSSAfter)
+	}
+	if tr.DispatchLost+tr.LagLost+tr.ReopenLost != 0 || tr.DispatchDup != 0 || tr.DispatchRate == 0 {
+		t.Errorf("tasks: lost %d/%d/%d, %d duplicate sends, %.0f/s", tr.DispatchLost, tr.LagLost, tr.ReopenLost, tr.DispatchDup, tr.DispatchRate)
+	}
+	if tr.CitizenSucceeded != tr.Params.Citizenship || tr.Citizen.Accepted < tr.Params.Citizenship {
+		t.Errorf("tasks: citizenship: %d of %d succeeded, %d accepted sends", tr.CitizenSucceeded, tr.Params.Citizenship, tr.Citizen.Accepted)
 	}
 }
 

@@ -66,6 +66,7 @@ type options struct {
 	maxBufferedBytes                        int64
 	redis                                   *redisOptions
 	tasksSQLite                             string
+	taskFlags                               *taskFlags
 	tasksCallbackSecret                     string
 	configFile                              string
 	tlsCert                                 string
@@ -93,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for verifying client certificates (mTLS identities)")
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
+	o.taskFlags = addTaskFlags(fs)
 	fs.StringVar(&o.tasksSQLite, "tasks-sqlite", "", "keep deferred calls (CreateTask and the other task RPCs, docs/tasks.md) in this SQLite file, created when missing; empty disables the task RPCs (UNIMPLEMENTED)")
 	fs.StringVar(&o.tasksCallbackSecret, "tasks-callback-secret-file", "", "file of the secret that signs task callbacks (Standard Webhooks: one whsec_... line, several during a rotation; re-read when it changes); without it a task with a callback is refused (FAILED_PRECONDITION)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the shared store's state at /health/shared-state; empty disables")
@@ -112,6 +114,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.maxConnAge < 0 || o.maxConnAgeGrace < 0 {
 		return nil, errors.New("--max-connection-age and --max-connection-age-grace must not be negative")
+	}
+	if err := o.taskFlags.check(); err != nil {
+		return nil, err
 	}
 	if o.maxBufferedBytes < engine.MinBodyBudget {
 		return nil, fmt.Errorf("--max-buffered-bytes must be at least %d (the largest request and response bodies of one call), got %d", engine.MinBodyBudget, o.maxBufferedBytes)
@@ -258,7 +263,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	stopTasks, err := openTasks(ctx, o.tasksSQLite, runner, svc, taskSvc, logger, taskOpts...)
+	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.taskFlags, runner, svc, taskSvc, logger, taskOpts...)
 	if err != nil {
 		return err
 	}

@@ -31,16 +31,24 @@ func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
 	}
 }
 
-// openTasks opens --tasks-sqlite PATH (nothing when empty) and starts
-// dispatching its due tasks through runner, with calls built by svc; the
-// returned stop closes it within timeout (a dispatch still running then is
-// cut, and its task runs again at the next start).
-func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger, opts ...tasks.Option) (stop func(timeout time.Duration), err error) {
+// openTasks opens --tasks-sqlite PATH (nothing when empty) with the
+// bounds and retention of tf, loads tf's key file into ts (a bad one is an
+// error; one without task storage too), and starts dispatching its due
+// tasks through runner, with calls built by svc; the returned stop closes
+// it within timeout (a dispatch still running then is cut, and its task
+// runs again at the next start).
+func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger, opts ...tasks.Option) (stop func(timeout time.Duration), err error) {
 	if path == "" {
+		if tf.keyFile != "" {
+			return nil, errors.New("--tasks-key-file needs task storage (--tasks-sqlite)")
+		}
 		return func(time.Duration) {}, nil
 	}
-	opts = append([]tasks.Option{tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks"))}, opts...)
-	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask, opts...)
+	if ts.Keys, err = tf.keyring(); err != nil {
+		return nil, err
+	}
+	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask,
+		append(append(tf.storeOptions(), tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks"))), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("--tasks-sqlite: %w", err)
 	}
@@ -49,6 +57,7 @@ func openTasks(ctx context.Context, path string, runner *engine.Runner, svc *ser
 		_ = st.Close(ctx)
 		return nil, fmt.Errorf("--tasks-sqlite: start: %w", err)
 	}
+	logger.Info("tasks: on", "sqlite", path)
 	var once sync.Once
 	return func(timeout time.Duration) {
 		once.Do(func() { closeTasks(st, timeout, logger) })

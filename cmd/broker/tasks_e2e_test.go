@@ -26,9 +26,11 @@ import (
 func TestTaskSurvivesSIGKILL(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
+	var sentAt time.Time
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		sentAt = time.Now()
 		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -44,9 +46,10 @@ func TestTaskSurvivesSIGKILL(t *testing.T) {
 	first := startProc(t, args...)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
+	notBefore := time.Now().Add(3 * time.Second)
 	created, err := first.client.CreateTask(ctx, &rbv1.CreateTaskRequest{
 		TaskId:    "survivor",
-		NotBefore: timestamppb.New(time.Now().Add(3 * time.Second)),
+		NotBefore: timestamppb.New(notBefore),
 		Execute:   &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "POST", Url: up.URL + "/orders", Body: []byte(`{}`)}},
 	})
 	if err != nil {
@@ -82,6 +85,17 @@ func TestTaskSurvivesSIGKILL(t *testing.T) {
 	}
 	if got := sent(); len(got) != 1 || got[0] != created.GetIdempotencyKey() {
 		t.Fatalf("upstream saw keys %q, want one send with %q", got, created.GetIdempotencyKey())
+	}
+	// Sent on time by the restarted broker: not before not_before, and not
+	// when River's scheduler next runs on a leader (the killed broker's
+	// lease lapses after about 15 s), which is how long it took when the
+	// task's job was inserted 'scheduled' for its not_before.
+	mu.Lock()
+	lag := sentAt.Sub(notBefore.Truncate(time.Microsecond))
+	mu.Unlock()
+	t.Logf("sent %s after not_before, across a SIGKILL and a restart", lag)
+	if lag < 0 || lag > 5*time.Second {
+		t.Fatalf("sent %s after not_before; want within [0, 5s]", lag)
 	}
 	// A second create with the same id returns the first task.
 	again, err := second.client.CreateTask(ctx, &rbv1.CreateTaskRequest{

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"regexp"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,17 +18,21 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/tasks"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
 // Tasks holds what the task RPCs need: the store (set before the server
-// serves; nil means the task RPCs answer UNIMPLEMENTED) and the lookup of
-// a tenant by its id, for dispatching a stored task with no caller.
+// serves; nil means the task RPCs answer UNIMPLEMENTED), the lookup of a
+// tenant by its id, for dispatching a stored task with no caller, and the
+// keys that seal sensitive header values at rest (nil: a task carrying
+// one is refused).
 type Tasks struct {
 	Store  tasks.Store
 	Tenant func(id string) (*tenant.Tenant, bool)
+	Keys   *tasks.Keyring
 	// Callbacks is true when the store delivers callbacks (the broker has
 	// --tasks-callback-secret-file); without it a task with a callback is
 	// refused with FAILED_PRECONDITION.
@@ -37,10 +43,18 @@ type Tasks struct {
 // every dispatch uses).
 func WithTasks(ts *Tasks) Option { return func(s *Service) { s.tasks = ts } }
 
-// SensitiveHeaders are the request headers whose values a task may not
-// store in clear; until encryption at rest (--tasks-key-file) is built, a
-// task carrying one is refused.
-var SensitiveHeaders = map[string]bool{"Authorization": true, "Cookie": true, "Proxy-Authorization": true, "X-Api-Key": true}
+// SensitiveHeaders are the request headers whose values a task never
+// stores in clear (canonical names): the headers the broker strips from a
+// redirect that leaves the origin (egress.DefaultSensitiveHeaders). With
+// keys (--tasks-key-file) their values are sealed before the request is
+// stored and opened at dispatch; without, a task carrying one is refused.
+var SensitiveHeaders = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range egress.DefaultSensitiveHeaders {
+		m[http.CanonicalHeaderKey(h)] = true
+	}
+	return m
+}()
 
 // MaxTaskRefMessage bounds the request of the task RPCs that only name a
 // task (or a page): 4 KiB.
@@ -87,10 +101,12 @@ func (s *Service) CreateTask(ctx context.Context, req *rbv1.CreateTaskRequest) (
 			callbackURL = cb.GetUrl()
 		}
 	}
-	for i, h := range req.GetExecute().GetRequest().GetHeaders() {
-		if SensitiveHeaders[http.CanonicalHeaderKey(h.GetName())] {
-			v.add(fieldIndex("execute.request.headers", i, "name"),
-				"%s would be stored with the task; configure a broker-held credential (tenants[].credentials) for the policy instead", http.CanonicalHeaderKey(h.GetName()))
+	if s.tasks.Keys == nil {
+		for i, h := range req.GetExecute().GetRequest().GetHeaders() {
+			if SensitiveHeaders[http.CanonicalHeaderKey(h.GetName())] {
+				v.add(fieldIndex("execute.request.headers", i, "name"),
+					"%s would be stored with the task, and this broker has no key to encrypt it (--tasks-key-file); configure a broker-held credential (tenants[].credentials, docs/policy.md) for the policy instead", http.CanonicalHeaderKey(h.GetName()))
+			}
 		}
 	}
 	if err := v.err(); err != nil {
@@ -104,12 +120,20 @@ func (s *Service) CreateTask(ctx context.Context, req *rbv1.CreateTaskRequest) (
 	if err != nil {
 		return nil, err
 	}
-	raw, err := proto.Marshal(req.GetExecute())
+	id := req.GetTaskId()
+	if id == "" {
+		id = uuid.NewString() // now, not in the store: a sealed value is bound to it
+	}
+	exec, err := s.sealHeaders(req.GetExecute(), tasks.SealBinding{Tenant: t.ID, TaskID: id})
+	if err != nil {
+		return nil, status.Error(codes.Internal, "internal error")
+	}
+	raw, err := proto.Marshal(exec)
 	if err != nil {
 		return nil, status.Error(codes.Internal, "internal error")
 	}
 	task, _, err := st.Create(ctx, tasks.NewTask{
-		Tenant: t.ID, ID: req.GetTaskId(), Policy: req.GetExecute().GetPolicy(),
+		Tenant: t.ID, ID: id, Policy: req.GetExecute().GetPolicy(),
 		NotBefore: notBefore, GiveUpAfter: giveUp,
 		IdempotencyKey: call.Header.Get(call.Policy.IdempotencyHeader), Request: raw,
 		CallbackURL: callbackURL,
@@ -207,8 +231,55 @@ func (s *Service) taskCaller(ctx context.Context, id string) (tasks.Store, strin
 	return st, t.ID, nil
 }
 
+// sealHeaders returns req with the value of every sensitive header sealed
+// for its task (b, with the header's canonical name), or req itself when
+// it has none; req is not changed.
+func (s *Service) sealHeaders(req *rbv1.ExecuteRequest, b tasks.SealBinding) (*rbv1.ExecuteRequest, error) {
+	var out *rbv1.ExecuteRequest
+	for i, h := range req.GetRequest().GetHeaders() {
+		name := http.CanonicalHeaderKey(h.GetName())
+		if !SensitiveHeaders[name] {
+			continue
+		}
+		if out == nil {
+			out = proto.Clone(req).(*rbv1.ExecuteRequest)
+		}
+		b.Header = name
+		sealed, err := s.tasks.Keys.Seal(h.GetValue(), b)
+		if err != nil {
+			return nil, err
+		}
+		out.GetRequest().GetHeaders()[i].Value = sealed
+	}
+	if out == nil {
+		return req, nil
+	}
+	return out, nil
+}
+
+// openHeaders opens, in place, every sealed header value of a stored
+// request of the tenant's task id. Its errors name the header, never a
+// value.
+func (s *Service) openHeaders(req *rbv1.ExecuteRequest, b tasks.SealBinding) error {
+	for _, h := range req.GetRequest().GetHeaders() {
+		if !tasks.IsSealed(h.GetValue()) {
+			continue
+		}
+		b.Header = http.CanonicalHeaderKey(h.GetName())
+		plain, err := s.tasks.Keys.Open(h.GetValue(), b)
+		if err != nil {
+			return fmt.Errorf("header %s: %w", b.Header, err)
+		}
+		h.Value = plain
+	}
+	return nil
+}
+
 func taskError(err error) error {
+	var be *tasks.BoundError
 	switch {
+	case errors.As(err, &be):
+		return status.Error(codes.ResourceExhausted, be.Error())
 	case errors.Is(err, tasks.ErrNotFound):
 		return status.Error(codes.NotFound, "task not found")
 	case errors.Is(err, tasks.ErrBadPageToken):
@@ -221,9 +292,10 @@ func taskError(err error) error {
 }
 
 // PrepareTask is the tasks.Prepare of the broker: it decodes a stored
-// ExecuteRequest and builds, in its tenant as it is configured now, the
-// call Execute would make.
-func (s *Service) PrepareTask(ctx context.Context, tenantID string, raw []byte) (*engine.Call, error) {
+// ExecuteRequest of the tenant's task id, opens its sealed header values,
+// and builds, in its tenant as it is configured now, the call Execute
+// would make. Its errors hold no secret.
+func (s *Service) PrepareTask(ctx context.Context, tenantID, taskID string, raw []byte) (*engine.Call, error) {
 	if s.exec == nil || s.tasks == nil || s.tasks.Tenant == nil {
 		return nil, errors.New("tasks are not enabled")
 	}
@@ -234,6 +306,12 @@ func (s *Service) PrepareTask(ctx context.Context, tenantID string, raw []byte) 
 	var req rbv1.ExecuteRequest
 	if err := proto.Unmarshal(raw, &req); err != nil {
 		return nil, errors.New("the stored request cannot be decoded")
+	}
+	if err := s.openHeaders(&req, tasks.SealBinding{Tenant: tenantID, TaskID: taskID}); err != nil {
+		if s.exec.Logger != nil { // the operator's to fix (the key file); the error holds no secret
+			s.exec.Logger.WarnContext(ctx, "task secrets do not open; the task fails", "tenant", tenantID, "task_id", taskID, "error", err.Error())
+		}
+		return nil, err
 	}
 	call, _, err := s.prepare(tenant.NewContext(ctx, t), &req)
 	if err != nil {

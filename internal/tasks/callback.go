@@ -248,7 +248,7 @@ func (s *RiverStore) tryCallback(ctx context.Context, r *row) (refused, permanen
 	}
 	// The policy's guarded client, resolved in the task's tenant now: the
 	// receiver is held to the destinations the task's own call may reach.
-	call, err := s.prepare(ctx, r.Tenant, r.Request)
+	call, err := s.prepare(ctx, r.Tenant, r.ID, r.Request)
 	if err != nil {
 		return false, false, err
 	}

@@ -117,8 +117,8 @@ func guardedPrepare(t *testing.T, p *engine.Policy, allow ...netip.Prefix) tasks
 		t.Fatal(err)
 	}
 	base := prepareWith(t, p)
-	return func(ctx context.Context, tenant string, raw []byte) (*engine.Call, error) {
-		call, err := base(ctx, tenant, raw)
+	return func(ctx context.Context, tenant, id string, raw []byte) (*engine.Call, error) {
+		call, err := base(ctx, tenant, id, raw)
 		if err != nil {
 			return nil, err
 		}

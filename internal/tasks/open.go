@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite"), the one River's own SQLite tests use
+	"modernc.org/sqlite" // the pure-Go SQLite driver, the one River's own SQLite tests use
 
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
@@ -112,9 +112,13 @@ type RiverStore struct {
 	prepare Prepare
 	clock   engine.Clock
 	logger  *slog.Logger
-	tracer  trace.Tracer
-	obs     Observer
-	cb      callbacks
+	creates createBatcher
+	limits
+	stopSweep context.CancelFunc
+	swept     chan struct{}
+	tracer    trace.Tracer
+	obs       Observer
+	cb        callbacks
 
 	statsEvery time.Duration
 	statsStop  chan struct{}
@@ -129,10 +133,11 @@ type options struct {
 	logger       *slog.Logger
 	workers      int
 	pollInterval time.Duration
-	tracer       trace.Tracer
-	obs          Observer
-	cb           callbacks
-	statsEvery   time.Duration
+	limits
+	tracer     trace.Tracer
+	obs        Observer
+	cb         callbacks
+	statsEvery time.Duration
 }
 
 // WithClock sets the clock of the task times (default the system clock).
@@ -145,7 +150,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithWorkers sets how many tasks one broker runs at once (default 100).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
-// WithPollInterval sets how often River looks for due jobs (default 100 ms;
+// WithPollInterval sets how often River looks for due jobs (default 25 ms;
 // SQLite has no LISTEN/NOTIFY, so River polls).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
 
@@ -177,7 +182,7 @@ const DefaultStatsInterval = 15 * time.Second
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
 	o := options{
-		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 100 * time.Millisecond,
+		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond, limits: defaultLimits,
 		tracer: noop.NewTracerProvider().Tracer(""), obs: NopObserver{}, cb: defaultCallbacks(), statsEvery: DefaultStatsInterval,
 	}
 	for _, opt := range opts {
@@ -187,10 +192,7 @@ func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare
 	// allows one writer, and River works concurrently. busy_timeout covers
 	// another process (a second broker by mistake) holding the file.
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("tasks: open %s: %w", path, err)
-	}
+	db := sql.OpenDB(stmtCacheConnector{dsn: dsn, drv: &sqlite.Driver{}}) // see stmtcache.go
 	db.SetMaxOpenConns(1)
 	s, err := newRiverStore(ctx, db, runner, prepare, o)
 	if err != nil {
@@ -221,9 +223,13 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		}
 	}
 	s := &RiverStore{
-		db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger,
+		db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits,
 		tracer: o.tracer, obs: o.obs, cb: o.cb, statsEvery: o.statsEvery,
 	}
+	if err := s.createUsage(ctx); err != nil {
+		return nil, err
+	}
+	riverDone, riverDiscarded := o.riverRetention()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{s: s})
 	river.AddWorker(workers, &callbackWorker{s: s})
@@ -234,10 +240,14 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		FetchPollInterval: o.pollInterval,
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
 		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
+		MaxAttempts:       25,
 		// Rescues callback jobs of a broker that died mid-try (their
 		// worker sets a Timeout); dispatch jobs, with no timeout, are not.
 		RescueStuckJobsAfter: o.cb.rescueAfter(),
-		MaxAttempts:          25,
+		// River's job rows live no longer than the tasks they ran.
+		CompletedJobRetentionPeriod: riverDone,
+		CancelledJobRetentionPeriod: riverDone,
+		DiscardedJobRetentionPeriod: riverDiscarded,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
@@ -245,11 +255,17 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	return s, nil
 }
 
-// Start begins dispatching due tasks (and reading the task counts for the
-// observer every stats interval); it returns at once.
+// Start begins dispatching due tasks, deleting final ones past their
+// retention (see Sweep) and reading the task counts for the observer every
+// stats interval; it returns at once.
 func (s *RiverStore) Start(ctx context.Context) error {
 	if err := s.client.Start(ctx); err != nil {
 		return err
+	}
+	if s.stopSweep == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		s.stopSweep, s.swept = cancel, make(chan struct{})
+		go func() { defer close(s.swept); s.sweepLoop(sctx) }()
 	}
 	if s.statsStop == nil {
 		s.statsStop, s.statsDone = make(chan struct{}), make(chan struct{})
@@ -262,6 +278,10 @@ func (s *RiverStore) Start(ctx context.Context) error {
 // then canceled: its task runs again on the next start) and closes the
 // database.
 func (s *RiverStore) Close(ctx context.Context) error {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		<-s.swept
+	}
 	if s.statsStop != nil {
 		close(s.statsStop)
 		<-s.statsDone

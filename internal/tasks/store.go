@@ -10,68 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
-
-// Create implements Store: the row and its River job are inserted in one
-// transaction, so a broker killed at any moment has both or neither.
-func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error) {
-	if nt.ID == "" {
-		nt.ID = uuid.NewString()
-	}
-	if nt.IdempotencyKey == "" {
-		nt.IdempotencyKey = uuid.NewString()
-	}
-	now := s.clock.Now()
-	next := nt.NotBefore
-	if next.IsZero() || next.Before(now) {
-		next = now
-	}
-	if nt.NotBefore.IsZero() {
-		nt.NotBefore = now
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, false, fmt.Errorf("tasks: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if nt.TraceParent == "" && nt.TraceState == "" {
-		nt.TraceParent, nt.TraceState = traceContextOf(ctx)
-	}
-	res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
-		(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-		 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
-		 callback_url, callback_state, trace_parent, trace_state)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0, ?, ?, ?, ?)
-		ON CONFLICT (tenant, task_id) DO NOTHING`),
-		nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
-		nano(now), nano(now), nano(next), nt.IdempotencyKey, nt.Request,
-		nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), nt.TraceParent, nt.TraceState)
-	if err != nil {
-		return nil, false, fmt.Errorf("tasks: insert: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		_ = tx.Rollback()
-		t, err := s.Get(ctx, nt.Tenant, nt.ID)
-		return t, false, err
-	}
-	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: nt.Tenant, TaskID: nt.ID}, &river.InsertOpts{ScheduledAt: next})
-	if err != nil {
-		return nil, false, fmt.Errorf("tasks: schedule: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE tenant = ? AND task_id = ?`),
-		job.Job.ID, nt.Tenant, nt.ID); err != nil {
-		return nil, false, fmt.Errorf("tasks: link job: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, false, fmt.Errorf("tasks: commit: %w", err)
-	}
-	t, err := s.Get(ctx, nt.Tenant, nt.ID)
-	return t, true, err
-}
 
 const columns = `seq, tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
 	wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
@@ -206,8 +148,8 @@ func parsePageToken(tok string) (int64, error) {
 // ErrBadPageToken reports a page token List did not issue.
 var ErrBadPageToken = errors.New("invalid page token")
 
-// Cancel implements Store: the row becomes CANCELLED (unless final) and
-// its River job is cancelled; a dispatch already running finishes its
+// Cancel implements Store: the row becomes CANCELLED (unless final), no
+// longer pending, and its River job is cancelled; a dispatch already running finishes its
 // engine run, but its result no longer changes the task.
 func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, error) {
 	r, err := s.getRow(ctx, tenant, id)
@@ -228,6 +170,9 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 		return nil, fmt.Errorf("tasks: cancel: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
+		if err := s.release(ctx, tx, tenant, 1, 0); err != nil {
+			return nil, err
+		}
 		if err := s.scheduleCallback(ctx, tx, r); err != nil {
 			return nil, err
 		}
@@ -243,8 +188,9 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 }
 
 // Retry implements Store: in one transaction the row becomes SCHEDULED
-// again (due now, give_up_after cleared when passed) and a new River job
-// is inserted for it.
+// again (due now, give_up_after cleared when passed), it counts as
+// pending again (a *BoundError past the tenant's bound), and a new River
+// job is inserted for it.
 func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error) {
 	r, err := s.getRow(ctx, tenant, id)
 	if err != nil {
@@ -273,7 +219,10 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, ErrNotFailed // changed meanwhile
 	}
-	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, &river.InsertOpts{ScheduledAt: now})
+	if err := s.reserve(ctx, tx, tenant, 1, 0); err != nil {
+		return nil, err // pending again: within the bound
+	}
+	job, err := s.client.InsertTx(ctx, tx, dispatchArgs{Tenant: tenant, TaskID: id}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: schedule: %w", err)
 	}

@@ -148,10 +148,11 @@ type Runner interface {
 	Run(ctx context.Context, c *engine.Call) (*engine.Result, error)
 }
 
-// Prepare turns a stored request of tenant back into the engine call
-// Execute would make (policy resolved now, guarded client, credentials).
-// An error fails the task with its message (which must hold no secret).
-type Prepare func(ctx context.Context, tenant string, request []byte) (*engine.Call, error)
+// Prepare turns the stored request of tenant's task id back into the
+// engine call Execute would make (policy resolved now, guarded client,
+// credentials, sealed values opened). An error fails the task with its
+// message (which must hold no secret).
+type Prepare func(ctx context.Context, tenant, id string, request []byte) (*engine.Call, error)
 
 // DefaultWait is how long a task waits when the engine asked it to wait
 // but gave no time.

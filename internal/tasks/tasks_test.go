@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +89,7 @@ func prepareWith(t *testing.T, p *engine.Policy) tasks.Prepare {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
-	return func(_ context.Context, tenant string, raw []byte) (*engine.Call, error) {
+	return func(_ context.Context, tenant, _ string, raw []byte) (*engine.Call, error) {
 		var r storedRequest
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, err
@@ -286,7 +287,9 @@ func TestTaskIDDeduplicatesCreation(t *testing.T) {
 }
 
 // TestTaskCancel: a scheduled task cancelled before it is due never runs,
-// and its River job is cancelled; cancelling again returns it unchanged.
+// and its River job ends: cancelled, or completed when the job was in an
+// early dispatch (which snoozes a task due within 5 s) and found the row
+// cancelled; cancelling again returns it unchanged.
 func TestTaskCancel(t *testing.T) {
 	up := newUpstream(t, reply{status: 200})
 	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
@@ -301,8 +304,8 @@ func TestTaskCancel(t *testing.T) {
 	if err != nil || again.State != tasks.StateCancelled || !again.UpdateTime.Equal(got.UpdateTime) {
 		t.Fatalf("second cancel: %v %+v", err, again)
 	}
-	if _, state := riverJobSettled(t, s, "a", "c"); state != "cancelled" {
-		t.Fatalf("river job %s, want cancelled", state)
+	if _, state := riverJobSettled(t, s, "a", "c"); state != "cancelled" && state != "completed" {
+		t.Fatalf("river job %s, want cancelled or completed", state)
 	}
 	// Past its not_before (and a scheduler round), it still has not run.
 	time.Sleep(3 * time.Second)
@@ -428,5 +431,156 @@ func TestTaskRetryAfterFailure(t *testing.T) {
 	}
 	if _, err := s.Retry(t.Context(), "a", "f"); !errors.Is(err, tasks.ErrNotFailed) {
 		t.Fatalf("retry of a succeeded task: %v", err)
+	}
+}
+
+// TestTaskDueSoonDoesNotWaitForRiversLeader: on a store just opened, a
+// task due now and one due 3 s later are sent on time, not when River's
+// scheduler first runs (it runs on the leader only, elected some seconds
+// after a start, and after a SIGKILL only once the dead leader's lease
+// lapses); and a task is never sent before its due time. Within 1 s of
+// the due time is generous for a loaded machine: a job left 'scheduled'
+// waited for the first leader's scheduler.
+func TestTaskDueSoonDoesNotWaitForRiversLeader(t *testing.T) {
+	now := newUpstream(t, reply{status: 200})
+	soon := newUpstream(t, reply{status: 200})
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	created := time.Now()
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "now", Request: request(t, "GET", now.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	dueSoon := created.Add(3 * time.Second).Truncate(time.Millisecond)
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "soon", NotBefore: dueSoon, Request: request(t, "GET", soon.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id  string
+		up  *upstream
+		due time.Time
+	}{{"now", now, created}, {"soon", soon, dueSoon}} {
+		done := waitFor(t, s, "a", c.id, final)
+		reqs := c.up.requests()
+		if done.State != tasks.StateSucceeded || len(reqs) != 1 || done.Dispatches != 1 {
+			t.Fatalf("%s: %s after %d dispatches and %d sends", c.id, done.State, done.Dispatches, len(reqs))
+		}
+		if reqs[0].at.Before(c.due) {
+			t.Fatalf("%s: sent %s before its due time", c.id, c.due.Sub(reqs[0].at))
+		}
+		lag := reqs[0].at.Sub(c.due)
+		t.Logf("%s: sent %s after its due time", c.id, lag)
+		if lag > time.Second {
+			t.Fatalf("%s: sent %s after its due time", c.id, lag)
+		}
+	}
+}
+
+// TestTaskDueLaterRunsOnTimeNotEarly: a task created with not_before 7 s
+// ahead (its River job 'scheduled', freed by River's scheduler up to 5 s
+// ahead with its exact time) and a task waiting on a 7 s Retry-After are
+// sent at or after their due time, never before, and soon after it: within
+// 2 s, generous for a loaded machine. Each records one dispatch per send.
+func TestTaskDueLaterRunsOnTimeNotEarly(t *testing.T) {
+	later := newUpstream(t, reply{status: 200})
+	hinted := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "7"}}, reply{status: 200})
+	p := policy(t, func(p *engine.Policy) { p.MaxDelay = time.Second })
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), p)
+	notBefore := time.Now().Add(7 * time.Second).Truncate(time.Millisecond)
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "later", NotBefore: notBefore, Request: request(t, "GET", later.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "hinted", Request: request(t, "GET", hinted.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := waitFor(t, s, "a", "hinted", func(task *tasks.Task) bool { return task.State == tasks.StateWaiting })
+	for _, c := range []struct {
+		id  string
+		up  *upstream
+		due time.Time
+	}{{"later", later, notBefore}, {"hinted", hinted, waiting.NextRunTime}} {
+		done := waitFor(t, s, "a", c.id, final)
+		reqs := c.up.requests()
+		last := reqs[len(reqs)-1].at
+		if done.State != tasks.StateSucceeded || done.Dispatches != len(reqs) {
+			t.Fatalf("%s: %s after %d dispatches and %d sends", c.id, done.State, done.Dispatches, len(reqs))
+		}
+		if last.Before(c.due) {
+			t.Fatalf("%s: sent %s before its due time", c.id, c.due.Sub(last))
+		}
+		if lag := last.Sub(c.due); lag > 2*time.Second {
+			t.Fatalf("%s: sent %s after its due time", c.id, lag)
+		}
+		t.Logf("%s: sent %s after its due time", c.id, last.Sub(c.due))
+	}
+}
+
+// TestTaskConcurrentCreatesDeduplicate: 200 concurrent creates of 50 ids
+// (each id four times, so duplicates meet inside one group-committed
+// transaction and across them) create each id exactly once; every create
+// of an id returns the same task (its idempotency key), and each task is
+// sent once.
+func TestTaskConcurrentCreatesDeduplicate(t *testing.T) {
+	up := newUpstream(t, reply{status: 200})
+	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	const ids, copies = 50, 4
+	type result struct {
+		key     string
+		created bool
+	}
+	results := make([][]result, ids)
+	for i := range results {
+		results[i] = make([]result, copies)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range ids {
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				task, created, err := s.Create(t.Context(), tasks.NewTask{
+					Tenant: "a", ID: "id-" + strconv.Itoa(i),
+					Request: request(t, "GET", up.URL+"/?i="+strconv.Itoa(i)),
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results[i][c] = result{task.IdempotencyKey, created}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for i, rs := range results {
+		n := 0
+		for _, r := range rs {
+			if r.created {
+				n++
+			}
+			if r.key == "" || r.key != rs[0].key {
+				t.Fatalf("id %d: creates returned keys %+v", i, rs)
+			}
+		}
+		if n != 1 {
+			t.Fatalf("id %d created %d times: %+v", i, n, rs)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(up.requests()) < ids && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // room for a duplicate send to show
+	sent := map[string]int{}
+	for _, r := range up.requests() {
+		sent[r.idempotencyKey]++
+	}
+	if len(sent) != ids {
+		t.Fatalf("%d distinct tasks sent, want %d", len(sent), ids)
+	}
+	for k, n := range sent {
+		if n != 1 {
+			t.Fatalf("task with key %s sent %d times", k, n)
+		}
 	}
 }

@@ -31,6 +31,13 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 		return err
 	}
 	now := s.clock.Now()
+	due := r.NextRunTime
+	if !r.GiveUpAfter.IsZero() && r.GiveUpAfter.Before(due) {
+		due = r.GiveUpAfter // then it fails, on time
+	}
+	if now.Before(due) {
+		return river.JobSnooze(due.Sub(now)) // early: see insertAt
+	}
 	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
 	}
@@ -41,11 +48,12 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	s.obs.TaskDispatchStarted(now.Sub(becameDue))
 	ctx, span := s.dispatchSpan(ctx, r)
 	defer span.End()
-	call, err := s.prepare(ctx, r.Tenant, r.Request)
+	call, err := s.prepare(ctx, r.Tenant, r.ID, r.Request)
 	if err != nil {
 		s.dispatchDone(span, "error", StateFailed)
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, err)
 	}
+	s.capResponse(call)
 	if h := call.Policy.IdempotencyHeader; h != "" {
 		call.Header = call.Header.Clone()
 		call.Header.Set(h, r.IdempotencyKey)
@@ -112,6 +120,27 @@ func (s *RiverStore) finish(ctx context.Context, r *row, v verdict, res *engine.
 	return nil
 }
 
+// riverSchedulerInterval is how often River's scheduler (run by the
+// leader only) frees 'scheduled' jobs: it frees those due within the next
+// interval, keeping their exact run time, which the fetch loop then honours
+// within its poll interval. A snooze of at most this interval skips the
+// scheduler: the job is 'available' at once, with its exact run time.
+// (maintenance.JobSchedulerIntervalDefault; not configurable in v0.51.)
+const riverSchedulerInterval = 5 * time.Second
+
+// insertAt is the ScheduledAt of a new River job for a task due at next.
+// It is zero (available now) unless next is more than River's scheduler
+// interval away: a job inserted with a run time is 'scheduled', and waits
+// for the scheduler, which runs only on the leader (elected a few seconds
+// after a start, and only once a killed leader's lease lapses). An early
+// dispatch snoozes the rest of the wait exactly (Work).
+func insertAt(now, next time.Time) time.Time {
+	if next.Sub(now) > riverSchedulerInterval {
+		return next
+	}
+	return time.Time{}
+}
+
 // record writes the verdict, appending the run's attempts, unless the
 // row left r's state meanwhile (cancelled): false then.
 func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.Result, runErr error) (bool, error) {
@@ -157,27 +186,13 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 		args = append(args, response)
 	}
 	args = append(args, r.seq, r.State)
-	// A final state and its callback's job are written in one
-	// transaction: a broker killed between them would lose the callback.
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("tasks: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	ures, err := tx.ExecContext(ctx, s.sql(q), args...)
+	// A final state, the task's release from its tenant's pending count
+	// and its callback's job are written in one transaction (execRecord):
+	// a broker killed between them would lose the callback.
+	ures, err := s.execRecord(ctx, r, v.state, s.sql(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
 	}
-	if n, _ := ures.RowsAffected(); n != 1 {
-		return false, nil
-	}
-	if v.state.Final() {
-		if err := s.scheduleCallback(ctx, tx, r); err != nil {
-			return false, err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("tasks: commit: %w", err)
-	}
-	return true, nil
+	n, _ := ures.RowsAffected()
+	return n == 1, nil
 }

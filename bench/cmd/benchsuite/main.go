@@ -3,11 +3,12 @@
 // tables and writes docs/benchmarks.md and the PNG charts in
 // docs/benchmarks/.
 //
-//	go run ./bench/cmd/benchsuite               # the full run (about 11 minutes)
+//	go run ./bench/cmd/benchsuite               # the full run (about 20 minutes)
 //	go run ./bench/cmd/benchsuite -quick        # a smoke run (about a minute)
 //	go run ./bench/cmd/benchsuite -only herd    # issue 18's herd rows (about 3 minutes)
 //	go run ./bench/cmd/benchsuite -only rolling # the rolling restart (about 75 s)
 //	go run ./bench/cmd/benchsuite -only credentials -doc /tmp/cred.md -charts "" # issue 19's overhead rows
+//	go run ./bench/cmd/benchsuite -only tasks -doc /tmp/tasks.md -charts "" # issue 20's rows (about 8 minutes)
 //
 // All traffic stays on 127.0.0.1. It needs go (to build ./cmd/broker,
 // unless -broker is given) and redis-server on PATH.
@@ -32,10 +33,10 @@ func main() {
 	redisBin := flag.String("redis-server", "", "redis-server binary of the single server (default: from PATH; the cluster and Sentinel nodes always use the one on PATH)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown report to write (empty: none)")
 	charts := flag.String("charts", "docs/benchmarks", "directory for the PNG charts (empty: none)")
-	only := flag.String("only", "", "comma-separated scenarios to run: quota, herd, rolling, outage, overhead, parked, scale, stream, credentials (default: all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: quota, herd, rolling, outage, overhead, parked, scale, stream, credentials, tasks (default: all)")
 	styles := flag.String("styles", "", "comma-separated provider styles for the quota, herd and rolling scenarios: github, azure, jira, retry-after (default: all; herd and rolling run github and retry-after)")
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
-	timeout := flag.Duration("timeout", 15*time.Minute, "stop the run after this long")
+	timeout := flag.Duration("timeout", 30*time.Minute, "stop the run after this long")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -3,7 +3,7 @@
 // HTTP calls on your behalf and retries them by your tenant's policy and
 // the provider's rate-limit hints.
 //
-// Three ways to use it:
+// Four ways to use it:
 //
 //   - Execute (or RoundTripper, a drop-in http.RoundTripper) sends the
 //     request through the broker, which retries it and returns the final
@@ -11,6 +11,9 @@
 //   - Classify and ClassifyError ask the broker about a response (or
 //     failure) you got yourself: retry or not, after how long, and why.
 //   - Retry is a small loop around your own HTTP call, driven by Classify.
+//   - CreateTask hands the call to the broker as a durable task that it
+//     sends when it is due and its gate allows; GetTask, ListTasks,
+//     CancelTask, WatchTask and RetryTask follow it (see docs/tasks.md).
 //
 // Connect with New; with no options, a loopback target such as
 // "127.0.0.1:50051" (the `make run` broker) uses plaintext, any other TLS.
@@ -31,7 +34,8 @@
 //
 // A failed RPC is an *Error with its gRPC code, message, field violations
 // and retry delay; IsUnauthenticated, IsPermissionDenied, IsInvalidArgument,
-// IsUnknownPolicy and IsRateLimited test for the codes the broker uses.
+// IsUnknownPolicy, IsFailedPrecondition, IsNotFound and IsRateLimited test
+// for the codes the broker uses.
 // Upstream failures are not RPC failures: a final 503 is a response, and a
 // final transport failure is a *TransportError carrying the Result.
 //

@@ -125,6 +125,8 @@ func describeCode(c codes.Code) string {
 		return "invalid request"
 	case codes.FailedPrecondition:
 		return "failed precondition"
+	case codes.NotFound:
+		return "not found"
 	case codes.ResourceExhausted:
 		return "rate limited"
 	case codes.Unavailable:
@@ -179,6 +181,16 @@ func IsInvalidArgument(err error) bool { return hasCode(err, codes.InvalidArgume
 // IsUnknownPolicy reports whether err is a FAILED_PRECONDITION *Error,
 // which the broker answers for a policy name the tenant does not have.
 func IsUnknownPolicy(err error) bool { return hasCode(err, codes.FailedPrecondition) }
+
+// IsFailedPrecondition reports whether err is a FAILED_PRECONDITION
+// *Error: an unknown policy (IsUnknownPolicy is the same test), or
+// RetryTask of a task that is not FAILED.
+func IsFailedPrecondition(err error) bool { return hasCode(err, codes.FailedPrecondition) }
+
+// IsNotFound reports whether err is a NOT_FOUND *Error: a task that does
+// not exist or belongs to another tenant (the broker does not tell them
+// apart, so task ids cannot be probed).
+func IsNotFound(err error) bool { return hasCode(err, codes.NotFound) }
 
 // IsRateLimited reports whether err is a RESOURCE_EXHAUSTED *Error: the
 // tenant's pacing could not admit the call within its deadline. The

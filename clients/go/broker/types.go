@@ -251,8 +251,14 @@ func resultFromProto(r *rbv1.ExecuteResponse) *Result {
 		res.BodyTruncated = resp.GetBodyTruncated()
 		res.BodyIncomplete = resp.GetBodyIncomplete()
 	}
-	res.Attempts = make([]Attempt, 0, len(r.GetAttempts()))
-	for _, a := range r.GetAttempts() {
+	res.Attempts = attemptsFromProto(r.GetAttempts())
+	return res
+}
+
+// attemptsFromProto converts the broker's attempt records, in order.
+func attemptsFromProto(in []*rbv1.Attempt) []Attempt {
+	out := make([]Attempt, 0, len(in))
+	for _, a := range in {
 		at := Attempt{
 			Number:         int(a.GetNumber()),
 			Status:         int(a.GetStatusCode()),
@@ -269,7 +275,7 @@ func resultFromProto(r *rbv1.ExecuteResponse) *Result {
 		if a.GetWaited() != nil {
 			at.Waited = a.GetWaited().AsDuration()
 		}
-		res.Attempts = append(res.Attempts, at)
+		out = append(out, at)
 	}
-	return res
+	return out
 }

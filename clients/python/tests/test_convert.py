@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import importlib.util
 from datetime import datetime, timezone
+from typing import cast
 
 import pytest
 
@@ -14,6 +15,7 @@ from retrybroker import (
     Decision,
     Outcome,
     Reason,
+    TaskState,
     TransportError,
 )
 from retrybroker import _convert as convert
@@ -31,6 +33,52 @@ def test_every_proto_reason_and_outcome_is_a_member() -> None:
     assert set(pb.Outcome.keys()) == _members(Outcome)
     kinds = {"TRANSPORT_ERROR_" + v.upper() for v in _members(TransportError)}
     assert kinds == set(pb.TransportError.keys()) - {"TRANSPORT_ERROR_UNSPECIFIED"}
+    assert set(pb.TaskState.keys()) == _members(TaskState)
+
+
+def test_task_of_reads_every_field_and_leaves_unset_times_none() -> None:
+    t = pb.Task(
+        task_id="t1",
+        policy="bulk",
+        state=pb.TASK_STATE_WAITING,
+        outcome=pb.OUTCOME_GATE_CLOSED,
+        wait_reason="gate_closed",
+        idempotency_key="k",
+        attempts=[pb.Attempt(number=1, status_code=429)],
+        response=pb.HttpResponse(
+            status_code=429, headers=[pb.HttpHeader(name="Retry-After", value="60")], body=b"x"
+        ),
+    )
+    t.not_before.FromSeconds(1_700_000_000)
+    t.next_run_time.FromSeconds(1_700_000_060)
+    task = convert.task_of(t)
+    assert task.task_id == "t1"
+    assert task.policy == "bulk"
+    assert task.state is TaskState.WAITING
+    assert not task.state.is_final
+    assert task.outcome is Outcome.GATE_CLOSED
+    assert task.wait_reason == "gate_closed"
+    assert task.idempotency_key == "k"
+    assert [a.status for a in task.attempts] == [429]
+    assert task.response is not None
+    assert task.response.header("retry-after") == "60"
+    assert task.not_before == datetime.fromtimestamp(1_700_000_000, tz=timezone.utc)
+    assert task.next_run_time == datetime.fromtimestamp(1_700_000_060, tz=timezone.utc)
+    assert task.give_up_after is None
+    assert task.create_time is None
+    assert convert.task_of(pb.Task(state=cast(pb.TaskState, 99))).state == "TASK_STATE_99"
+    assert convert.task_of(pb.Task()).response is None
+
+
+def test_task_state_names() -> None:
+    assert TaskState.parse("waiting") is TaskState.WAITING
+    assert TaskState.parse(" TASK_STATE_FAILED ") is TaskState.FAILED
+    assert convert.task_state_to_proto(None) == pb.TASK_STATE_UNSPECIFIED
+    assert convert.task_state_to_proto("cancelled") == pb.TASK_STATE_CANCELLED
+    with pytest.raises(ValueError, match="unknown task state"):
+        TaskState.parse("asleep")
+    with pytest.raises(ValueError, match="page_size"):
+        convert.list_tasks_request(state=None, page_size=0, page_token="")
 
 
 @pytest.mark.parametrize(

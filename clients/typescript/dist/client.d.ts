@@ -1,7 +1,7 @@
 import type * as http2 from "node:http2";
 import { type Interceptor, type Transport } from "@connectrpc/connect";
 import { type RetryOptions } from "./retry.js";
-import type { ClassifyInput, Decision, ExecuteInput, ExecuteResult, StreamEvent } from "./types.js";
+import type { CallOpts, ClassifyInput, CreateTaskInput, Decision, ExecuteInput, ExecuteResult, ListTasksInput, StreamEvent, Task, TaskPage } from "./types.js";
 /** Options of a BrokerClient. */
 export interface BrokerClientOptions {
     /** The tenant's API key, sent as `authorization: Bearer <key>`. Omit for the dev tenant of `make run`. */
@@ -69,6 +69,13 @@ export declare class BrokerClient {
      * streams open as its policy allows) or the stream fails.
      */
     executeStream(input: ExecuteInput): AsyncGenerator<StreamEvent, void, undefined>;
+    /**
+     * streamOptions returns the call options of a server stream and its
+     * deadline timer (clear it however the stream ends). The deadline is sent
+     * as grpc-timeout and kept with a timer of our own that aborts `abort`:
+     * Connect's own deadline timer outlives a stream that is canceled early.
+     */
+    private streamOptions;
     /** classify asks the broker what to do about a response you got yourself. */
     classify(input: ClassifyInput): Promise<Decision>;
     /**
@@ -78,5 +85,58 @@ export declare class BrokerClient {
      * the last result or rethrows the last error. See RetryOptions.
      */
     retry<T>(fn: (attempt: number) => Promise<T>, options?: RetryOptions<T>): Promise<T>;
+    /**
+     * createTask hands an HTTP request to the broker as a task: the broker
+     * stores it durably and sends it, through the same engine and policy as
+     * execute, when it is due (`notBefore`) and its gate allows; a closed gate
+     * or an open breaker makes it wait ("TASK_STATE_WAITING") without using
+     * up its attempts. Every send carries the same idempotency key (the
+     * request's own value of the policy's idempotency header, or one the
+     * broker generates), so a POST task is retried safely. Resolves to the
+     * stored task; a second createTask with the same `taskId` resolves to the
+     * first task unchanged. A sensitive header (Authorization, Cookie,
+     * X-Api-Key) is refused with InvalidArgumentError: it would be stored;
+     * let the broker hold the credential. A broker without task storage
+     * throws a BrokerError with code Unimplemented. `timeoutMs` bounds the
+     * RPC, not the task.
+     */
+    createTask(input: CreateTaskInput): Promise<Task>;
+    /** getTask returns the caller's task; NotFoundError when it does not exist or is another tenant's. */
+    getTask(taskId: string, opts?: CallOpts): Promise<Task>;
+    /** cancelTask cancels the caller's task unless it is final and returns it (a final task unchanged); NotFoundError as getTask. */
+    cancelTask(taskId: string, opts?: CallOpts): Promise<Task>;
+    /**
+     * retryTask schedules the caller's failed task again (due now, same
+     * idempotency key) and returns it. FailedPreconditionError for a task
+     * that is not failed; NotFoundError as getTask.
+     */
+    retryTask(taskId: string, opts?: CallOpts): Promise<Task>;
+    /**
+     * listTasksPage returns one page of the caller's tasks, oldest first: the
+     * first with `pageToken` "" (default), the next with the previous page's
+     * `nextPageToken`. A token the broker did not issue is InvalidArgumentError.
+     */
+    listTasksPage(input?: ListTasksInput & {
+        pageToken?: string;
+    }): Promise<TaskPage>;
+    /**
+     * listTasks iterates over the caller's tasks, oldest first, fetching one
+     * page (`pageSize`) per RPC as the loop reaches it; leaving the loop early
+     * fetches no more. `timeoutMs` bounds each page's RPC.
+     *
+     *     for await (const task of client.listTasks({ state: "TASK_STATE_WAITING" })) { ... }
+     */
+    listTasks(input?: ListTasksInput): AsyncGenerator<Task, void, undefined>;
+    /**
+     * watchTask yields the caller's task now and again on every change, and
+     * ends after a final state. Leaving the loop early (break, return,
+     * `signal`) cancels the stream. `timeoutMs` (default: the client's)
+     * bounds the whole watch: give one as long as the task may wait. Throws
+     * NotFoundError as getTask, DeadlineExceededError when the timeout runs
+     * out first.
+     *
+     *     for await (const task of client.watchTask(id, { timeoutMs: 600_000 })) console.log(task.state);
+     */
+    watchTask(taskId: string, opts?: CallOpts): AsyncGenerator<Task, void, undefined>;
 }
 //# sourceMappingURL=client.d.ts.map

@@ -1,7 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Duration, DurationSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
-import { type ClassifyResponseRequestSchema, type ExecuteOverridesSchema, type ExecuteRequestSchema, type Attempt as PbAttempt, type Decision as PbDecision, type ExecuteResponse as PbExecuteResponse, Outcome as PbOutcome, type StreamEnd as PbStreamEnd, type StreamHead as PbStreamHead, TransportError as PbTransportError } from "./gen/retrybroker/v1/broker_pb.js";
-import { type Attempt, type BodyLike, type ClassifyInput, type Decision, type ExecuteInput, type ExecuteOverrides, ExecuteResult, type HeadersLike, type StreamHead, type StreamResult, type TimeLike, type TransportErrorKind } from "./types.js";
+import { type ClassifyResponseRequestSchema, type CreateTaskRequestSchema, type ExecuteOverridesSchema, type ExecuteRequestSchema, type ListTasksRequestSchema, type Attempt as PbAttempt, type Decision as PbDecision, type ExecuteResponse as PbExecuteResponse, type ListTasksResponse as PbListTasksResponse, Outcome as PbOutcome, type StreamEnd as PbStreamEnd, type StreamHead as PbStreamHead, type Task as PbTask, TaskState as PbTaskState, TransportError as PbTransportError } from "./gen/retrybroker/v1/broker_pb.js";
+import { type Attempt, type BodyLike, type ClassifyInput, type CreateTaskInput, type Decision, type ExecuteInput, type ExecuteOverrides, ExecuteResult, type HeadersLike, type ListTasksInput, type StreamHead, type StreamResult, type Task, type TaskPage, type TaskState, type TimeLike, type TransportErrorKind } from "./types.js";
 /** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export declare function headersToProto(h: HeadersLike | undefined): {
     name: string;
@@ -50,4 +50,22 @@ export declare function overridesInit(o: ExecuteOverrides): MessageInitShape<typ
 export declare function executeRequest(input: ExecuteInput, defaultPolicy: string): MessageInitShape<typeof ExecuteRequestSchema>;
 /** classifyRequest returns the request of a ClassifyResponse call as a plain object. */
 export declare function classifyRequest(input: ClassifyInput, defaultPolicy: string): MessageInitShape<typeof ClassifyResponseRequestSchema>;
+/**
+ * taskStateToProto returns the enum value of a task state
+ * ("TASK_STATE_WAITING" or "waiting"); undefined is UNSPECIFIED (every
+ * state). Throws a RangeError for a state this client does not know.
+ */
+export declare function taskStateToProto(state: TaskState | undefined): PbTaskState;
+/** taskOf returns a Task message as a Task; unset times stay undefined. */
+export declare function taskOf(t: PbTask): Task;
+/** taskPageOf returns a ListTasksResponse message as a TaskPage. */
+export declare function taskPageOf(r: PbListTasksResponse): TaskPage;
+/** createTaskRequest returns the request of a CreateTask call as a plain object. */
+export declare function createTaskRequest(input: CreateTaskInput, defaultPolicy: string): MessageInitShape<typeof CreateTaskRequestSchema>;
+/**
+ * listTasksRequest returns the request of one ListTasks page as a plain
+ * object. Throws a RangeError for a pageSize outside 1 to 1000 or an
+ * unknown state.
+ */
+export declare function listTasksRequest(input: ListTasksInput, pageToken: string): MessageInitShape<typeof ListTasksRequestSchema>;
 //# sourceMappingURL=convert.d.ts.map

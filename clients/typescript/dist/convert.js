@@ -1,4 +1,4 @@
-import { Action as PbAction, BodyEnd as PbBodyEnd, Outcome as PbOutcome, Reason as PbReason, TransportError as PbTransportError, } from "./gen/retrybroker/v1/broker_pb.js";
+import { Action as PbAction, BodyEnd as PbBodyEnd, Outcome as PbOutcome, Reason as PbReason, TaskState as PbTaskState, TransportError as PbTransportError, } from "./gen/retrybroker/v1/broker_pb.js";
 import { ExecuteResult, headerPairs, TRANSPORT_ERROR_KINDS, } from "./types.js";
 /** headersToProto returns the headers as HttpHeader init objects, in order, duplicates kept. */
 export function headersToProto(h) {
@@ -210,5 +210,82 @@ export function classifyRequest(input, defaultPolicy) {
         ...(input.now !== undefined && { now: timestampOf(input.now, "now") }),
         ...(input.deadline !== undefined && { deadline: timestampOf(input.deadline, "deadline") }),
     };
+}
+/**
+ * taskStateToProto returns the enum value of a task state
+ * ("TASK_STATE_WAITING" or "waiting"); undefined is UNSPECIFIED (every
+ * state). Throws a RangeError for a state this client does not know.
+ */
+export function taskStateToProto(state) {
+    if (state === undefined)
+        return PbTaskState.UNSPECIFIED;
+    let k = state.trim().toUpperCase();
+    if (k.startsWith("TASK_STATE_"))
+        k = k.slice("TASK_STATE_".length);
+    const v = PbTaskState[k];
+    if (v === undefined) {
+        throw new RangeError(`unknown task state ${JSON.stringify(state)}`);
+    }
+    return v;
+}
+/** taskOf returns a Task message as a Task; unset times stay undefined. */
+export function taskOf(t) {
+    const out = {
+        taskId: t.taskId,
+        policy: t.policy,
+        state: enumName(PbTaskState, t.state, "TASK_STATE_"),
+        attempts: t.attempts.map(attemptOf),
+        outcome: outcomeOf(t.outcome),
+        waitReason: t.waitReason,
+        idempotencyKey: t.idempotencyKey,
+    };
+    const times = {
+        notBefore: dateOf(t.notBefore),
+        giveUpAfter: dateOf(t.giveUpAfter),
+        createTime: dateOf(t.createTime),
+        updateTime: dateOf(t.updateTime),
+        nextRunTime: dateOf(t.nextRunTime),
+    };
+    for (const [k, v] of Object.entries(times)) {
+        if (v !== undefined)
+            out[k] = v;
+    }
+    if (t.response) {
+        const r = t.response;
+        const resp = {
+            status: r.statusCode,
+            headers: r.headers.map((h) => [h.name, h.value]),
+            body: r.body,
+            bodyTruncated: r.bodyTruncated,
+            bodyIncomplete: r.bodyIncomplete,
+        };
+        out.response = resp;
+    }
+    return out;
+}
+/** taskPageOf returns a ListTasksResponse message as a TaskPage. */
+export function taskPageOf(r) {
+    return { tasks: r.tasks.map(taskOf), nextPageToken: r.nextPageToken };
+}
+/** createTaskRequest returns the request of a CreateTask call as a plain object. */
+export function createTaskRequest(input, defaultPolicy) {
+    return {
+        execute: executeRequest(input, defaultPolicy),
+        taskId: input.taskId ?? "",
+        ...(input.notBefore !== undefined && { notBefore: timestampOf(input.notBefore, "notBefore") }),
+        ...(input.giveUpAfter !== undefined && { giveUpAfter: timestampOf(input.giveUpAfter, "giveUpAfter") }),
+    };
+}
+/**
+ * listTasksRequest returns the request of one ListTasks page as a plain
+ * object. Throws a RangeError for a pageSize outside 1 to 1000 or an
+ * unknown state.
+ */
+export function listTasksRequest(input, pageToken) {
+    const n = input.pageSize;
+    if (n !== undefined && !(Number.isInteger(n) && n >= 1 && n <= 1000)) {
+        throw new RangeError(`pageSize must be an integer from 1 to 1000, got ${n}`);
+    }
+    return { state: taskStateToProto(input.state), pageSize: n ?? 0, pageToken };
 }
 //# sourceMappingURL=convert.js.map

@@ -29,8 +29,21 @@ export declare class InvalidArgumentError extends BrokerError {
         cause?: unknown;
     });
 }
+/**
+ * FailedPreconditionError: FAILED_PRECONDITION, the request cannot apply in
+ * the current state; retryTask throws it for a task that is not failed. An
+ * unknown policy throws its subclass UnknownPolicyError.
+ */
+export declare class FailedPreconditionError extends BrokerError {
+}
 /** UnknownPolicyError: FAILED_PRECONDITION, the tenant has no such policy. */
-export declare class UnknownPolicyError extends BrokerError {
+export declare class UnknownPolicyError extends FailedPreconditionError {
+}
+/**
+ * NotFoundError: NOT_FOUND, a task that does not exist or belongs to another
+ * tenant (the broker does not tell them apart, so task ids cannot be probed).
+ */
+export declare class NotFoundError extends BrokerError {
 }
 /**
  * RateLimitedError: RESOURCE_EXHAUSTED, pacing could not admit the call.

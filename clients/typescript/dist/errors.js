@@ -53,8 +53,21 @@ export class InvalidArgumentError extends BrokerError {
         this.fieldViolations = fieldViolations;
     }
 }
+/**
+ * FailedPreconditionError: FAILED_PRECONDITION, the request cannot apply in
+ * the current state; retryTask throws it for a task that is not failed. An
+ * unknown policy throws its subclass UnknownPolicyError.
+ */
+export class FailedPreconditionError extends BrokerError {
+}
 /** UnknownPolicyError: FAILED_PRECONDITION, the tenant has no such policy. */
-export class UnknownPolicyError extends BrokerError {
+export class UnknownPolicyError extends FailedPreconditionError {
+}
+/**
+ * NotFoundError: NOT_FOUND, a task that does not exist or belongs to another
+ * tenant (the broker does not tell them apart, so task ids cannot be probed).
+ */
+export class NotFoundError extends BrokerError {
 }
 /**
  * RateLimitedError: RESOURCE_EXHAUSTED, pacing could not admit the call.
@@ -96,6 +109,8 @@ export function brokerErrorFrom(reason) {
         }
         case Code.FailedPrecondition:
             return new UnknownPolicyError(err.code, msg, opts);
+        case Code.NotFound:
+            return new NotFoundError(err.code, msg, opts);
         case Code.ResourceExhausted: {
             const info = err.findDetails(RetryInfoSchema).find((d) => d.retryDelay !== undefined);
             const d = info?.retryDelay;

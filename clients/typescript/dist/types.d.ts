@@ -276,4 +276,86 @@ export interface ClassifyInput extends CallOpts {
     /** When the logical call must end; a wait past it gives DO_NOT_RETRY / REASON_DEADLINE_TOO_SHORT. */
     deadline?: TimeLike;
 }
+/** TASK_STATES lists every TaskState this client knows, as the proto enum names. */
+export declare const TASK_STATES: readonly ["TASK_STATE_UNSPECIFIED", "TASK_STATE_SCHEDULED", "TASK_STATE_WAITING", "TASK_STATE_RUNNING", "TASK_STATE_SUCCEEDED", "TASK_STATE_FAILED", "TASK_STATE_CANCELLED"];
+/**
+ * TaskState is where a task is in its life; values are the proto enum names
+ * (open, as Reason). "TASK_STATE_SUCCEEDED", "TASK_STATE_FAILED" and
+ * "TASK_STATE_CANCELLED" are final: a watch ends after one of them.
+ */
+export type TaskState = (typeof TASK_STATES)[number] | (string & {});
+/** isFinalTaskState reports whether a task in state `s` is done (succeeded, failed or cancelled). */
+export declare function isFinalTaskState(s: TaskState): boolean;
+/** TaskResponse is the final HTTP response of a task. */
+export interface TaskResponse {
+    /** The HTTP status. */
+    status: number;
+    /** Response headers in the order received, duplicates kept. */
+    headers: HeaderPair[];
+    /** The response body, up to the policy's max_response_body. */
+    body: Uint8Array;
+    /** True when the body was longer and was cut. */
+    bodyTruncated: boolean;
+    /** True when the upstream broke the body off. */
+    bodyIncomplete: boolean;
+}
+/** Task is a deferred call the broker keeps durably, and what became of it. Times are the broker's. */
+export interface Task {
+    /** Names the task within its tenant. */
+    taskId: string;
+    /** The policy the task runs under ("": the tenant's default). */
+    policy: string;
+    /** Where the task is, e.g. "TASK_STATE_WAITING". */
+    state: TaskState;
+    /** The earliest time the task runs. */
+    notBefore?: Date;
+    /** When an unfinished task fails; undefined means never. */
+    giveUpAfter?: Date;
+    /** Every send over every dispatch, in order. */
+    attempts: Attempt[];
+    /** The final HTTP response, once there is one. */
+    response?: TaskResponse;
+    /** How the last dispatch ended; "OUTCOME_UNSPECIFIED" before the first. */
+    outcome: Outcome;
+    /** When the task was created. */
+    createTime?: Date;
+    /** When the task last changed. */
+    updateTime?: Date;
+    /** When a scheduled or waiting task is due next; undefined for a final task. */
+    nextRunTime?: Date;
+    /** Why a waiting task waits, e.g. "gate_closed". */
+    waitReason: string;
+    /**
+     * The value of the policy's idempotency header that every send of the
+     * task carries (the request's own, or one the broker generated).
+     */
+    idempotencyKey: string;
+}
+/** CreateTaskInput is the request of a task (as for execute) and when to run it. */
+export interface CreateTaskInput extends ExecuteInput {
+    /**
+     * Names the task in the tenant: 1 to 128 characters of [A-Za-z0-9_-]. A
+     * second createTask with the same id returns the first task unchanged.
+     * Default: the broker generates one.
+     */
+    taskId?: string;
+    /** The earliest time the task runs (a Date or Unix ms); default now. */
+    notBefore?: TimeLike;
+    /** When an unfinished task becomes failed; after notBefore. Default: never. */
+    giveUpAfter?: TimeLike;
+}
+/** ListTasksInput selects the tasks listTasks and listTasksPage return. */
+export interface ListTasksInput extends CallOpts {
+    /** Only tasks in this state ("TASK_STATE_WAITING" or "waiting"); default every state. */
+    state?: TaskState;
+    /** Tasks per RPC, 1 to 1000; default the broker's (100). */
+    pageSize?: number;
+}
+/** TaskPage is one page of listTasksPage. */
+export interface TaskPage {
+    /** The page's tasks, oldest first. */
+    tasks: Task[];
+    /** Pass it as pageToken for the next page; "" on the last. */
+    nextPageToken: string;
+}
 //# sourceMappingURL=types.d.ts.map

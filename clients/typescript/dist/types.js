@@ -141,4 +141,18 @@ export function headerPairs(headers) {
     }
     return Object.entries(headers).map(([n, v]) => [n, String(v)]);
 }
+/** TASK_STATES lists every TaskState this client knows, as the proto enum names. */
+export const TASK_STATES = [
+    "TASK_STATE_UNSPECIFIED",
+    "TASK_STATE_SCHEDULED",
+    "TASK_STATE_WAITING",
+    "TASK_STATE_RUNNING",
+    "TASK_STATE_SUCCEEDED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELLED",
+];
+/** isFinalTaskState reports whether a task in state `s` is done (succeeded, failed or cancelled). */
+export function isFinalTaskState(s) {
+    return s === "TASK_STATE_SUCCEEDED" || s === "TASK_STATE_FAILED" || s === "TASK_STATE_CANCELLED";
+}
 //# sourceMappingURL=types.js.map

@@ -11,23 +11,31 @@ import {
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import {
   classifyRequest,
+  createTaskRequest,
   decisionOf,
   executeRequest,
   executeResultOf,
+  listTasksRequest,
   streamHeadOf,
   streamResultOf,
+  taskOf,
+  taskPageOf,
 } from "./convert.js";
-import { brokerErrorFrom } from "./errors.js";
+import { type BrokerError, brokerErrorFrom, FailedPreconditionError, UnknownPolicyError } from "./errors.js";
 import { BrokerService } from "./gen/retrybroker/v1/broker_pb.js";
 import { type RetryOptions, runRetry } from "./retry.js";
 import type {
   CallOpts,
   ClassifyInput,
+  CreateTaskInput,
   Decision,
   ExecuteInput,
   ExecuteResult,
+  ListTasksInput,
   StreamEvent,
   StreamResult,
+  Task,
+  TaskPage,
 } from "./types.js";
 
 /** Options of a BrokerClient. */
@@ -139,19 +147,7 @@ export class BrokerClient {
   async *executeStream(input: ExecuteInput): AsyncGenerator<StreamEvent, void, undefined> {
     const req = executeRequest(input, this.defaultPolicy);
     const abort = new AbortController();
-    const opts: CallOptions = {
-      signal: input.signal ? AbortSignal.any([input.signal, abort.signal]) : abort.signal,
-    };
-    // The deadline is sent as grpc-timeout and kept with a timer of our own,
-    // cleared however the stream ends: Connect's own deadline timer outlives
-    // a stream that is canceled early.
-    const timeoutMs = input.timeoutMs ?? this.timeoutMs;
-    let deadline: ReturnType<typeof setTimeout> | undefined;
-    if (timeoutMs !== undefined) {
-      const ms = Math.max(1, Math.ceil(timeoutMs));
-      opts.headers = { "grpc-timeout": ms <= 99_999_999 ? `${ms}m` : `${Math.ceil(ms / 1000)}S` };
-      deadline = setTimeout(() => abort.abort(new ConnectError("deadline exceeded", Code.DeadlineExceeded)), ms);
-    }
+    const [opts, deadline] = this.streamOptions(input, abort);
     let end: StreamResult | undefined;
     try {
       // The call is read to its close (end is the last message), so that
@@ -178,6 +174,24 @@ export class BrokerClient {
     if (end !== undefined) yield { type: "end", result: end };
   }
 
+  /**
+   * streamOptions returns the call options of a server stream and its
+   * deadline timer (clear it however the stream ends). The deadline is sent
+   * as grpc-timeout and kept with a timer of our own that aborts `abort`:
+   * Connect's own deadline timer outlives a stream that is canceled early.
+   */
+  private streamOptions(o: CallOpts, abort: AbortController): [CallOptions, ReturnType<typeof setTimeout> | undefined] {
+    const opts: CallOptions = {
+      signal: o.signal ? AbortSignal.any([o.signal, abort.signal]) : abort.signal,
+    };
+    const timeoutMs = o.timeoutMs ?? this.timeoutMs;
+    if (timeoutMs === undefined) return [opts, undefined];
+    const ms = Math.max(1, Math.ceil(timeoutMs));
+    opts.headers = { "grpc-timeout": ms <= 99_999_999 ? `${ms}m` : `${Math.ceil(ms / 1000)}S` };
+    const deadline = setTimeout(() => abort.abort(new ConnectError("deadline exceeded", Code.DeadlineExceeded)), ms);
+    return [opts, deadline];
+  }
+
   /** classify asks the broker what to do about a response you got yourself. */
   async classify(input: ClassifyInput): Promise<Decision> {
     const req = classifyRequest(input, this.defaultPolicy);
@@ -197,6 +211,123 @@ export class BrokerClient {
    */
   retry<T>(fn: (attempt: number) => Promise<T>, options: RetryOptions<T> = {}): Promise<T> {
     return runRetry(this, fn, options);
+  }
+
+  /**
+   * createTask hands an HTTP request to the broker as a task: the broker
+   * stores it durably and sends it, through the same engine and policy as
+   * execute, when it is due (`notBefore`) and its gate allows; a closed gate
+   * or an open breaker makes it wait ("TASK_STATE_WAITING") without using
+   * up its attempts. Every send carries the same idempotency key (the
+   * request's own value of the policy's idempotency header, or one the
+   * broker generates), so a POST task is retried safely. Resolves to the
+   * stored task; a second createTask with the same `taskId` resolves to the
+   * first task unchanged. A sensitive header (Authorization, Cookie,
+   * X-Api-Key) is refused with InvalidArgumentError: it would be stored;
+   * let the broker hold the credential. A broker without task storage
+   * throws a BrokerError with code Unimplemented. `timeoutMs` bounds the
+   * RPC, not the task.
+   */
+  async createTask(input: CreateTaskInput): Promise<Task> {
+    const req = createTaskRequest(input, this.defaultPolicy);
+    try {
+      return taskOf(await this.client.createTask(req, this.callOptions(input)));
+    } catch (e) {
+      throw brokerErrorFrom(e);
+    }
+  }
+
+  /** getTask returns the caller's task; NotFoundError when it does not exist or is another tenant's. */
+  async getTask(taskId: string, opts: CallOpts = {}): Promise<Task> {
+    try {
+      return taskOf(await this.client.getTask({ taskId }, this.callOptions(opts)));
+    } catch (e) {
+      throw brokerErrorFrom(e);
+    }
+  }
+
+  /** cancelTask cancels the caller's task unless it is final and returns it (a final task unchanged); NotFoundError as getTask. */
+  async cancelTask(taskId: string, opts: CallOpts = {}): Promise<Task> {
+    try {
+      return taskOf(await this.client.cancelTask({ taskId }, this.callOptions(opts)));
+    } catch (e) {
+      throw brokerErrorFrom(e);
+    }
+  }
+
+  /**
+   * retryTask schedules the caller's failed task again (due now, same
+   * idempotency key) and returns it. FailedPreconditionError for a task
+   * that is not failed; NotFoundError as getTask.
+   */
+  async retryTask(taskId: string, opts: CallOpts = {}): Promise<Task> {
+    try {
+      return taskOf(await this.client.retryTask({ taskId }, this.callOptions(opts)));
+    } catch (e) {
+      const err: BrokerError = brokerErrorFrom(e);
+      // Here FAILED_PRECONDITION means "not failed", not an unknown policy.
+      if (err instanceof UnknownPolicyError)
+        throw new FailedPreconditionError(err.code, err.message, { cause: err.cause });
+      throw err;
+    }
+  }
+
+  /**
+   * listTasksPage returns one page of the caller's tasks, oldest first: the
+   * first with `pageToken` "" (default), the next with the previous page's
+   * `nextPageToken`. A token the broker did not issue is InvalidArgumentError.
+   */
+  async listTasksPage(input: ListTasksInput & { pageToken?: string } = {}): Promise<TaskPage> {
+    const req = listTasksRequest(input, input.pageToken ?? "");
+    try {
+      return taskPageOf(await this.client.listTasks(req, this.callOptions(input)));
+    } catch (e) {
+      throw brokerErrorFrom(e);
+    }
+  }
+
+  /**
+   * listTasks iterates over the caller's tasks, oldest first, fetching one
+   * page (`pageSize`) per RPC as the loop reaches it; leaving the loop early
+   * fetches no more. `timeoutMs` bounds each page's RPC.
+   *
+   *     for await (const task of client.listTasks({ state: "TASK_STATE_WAITING" })) { ... }
+   */
+  async *listTasks(input: ListTasksInput = {}): AsyncGenerator<Task, void, undefined> {
+    let pageToken = "";
+    for (;;) {
+      const page = await this.listTasksPage({ ...input, pageToken });
+      yield* page.tasks;
+      if (page.nextPageToken === "") return;
+      pageToken = page.nextPageToken;
+    }
+  }
+
+  /**
+   * watchTask yields the caller's task now and again on every change, and
+   * ends after a final state. Leaving the loop early (break, return,
+   * `signal`) cancels the stream. `timeoutMs` (default: the client's)
+   * bounds the whole watch: give one as long as the task may wait. Throws
+   * NotFoundError as getTask, DeadlineExceededError when the timeout runs
+   * out first.
+   *
+   *     for await (const task of client.watchTask(id, { timeoutMs: 600_000 })) console.log(task.state);
+   */
+  async *watchTask(taskId: string, opts: CallOpts = {}): AsyncGenerator<Task, void, undefined> {
+    const abort = new AbortController();
+    const [callOpts, deadline] = this.streamOptions(opts, abort);
+    let done = false;
+    try {
+      for await (const t of this.client.watchTask({ taskId }, callOpts)) {
+        yield taskOf(t);
+      }
+      done = true;
+    } catch (e) {
+      throw brokerErrorFrom(e);
+    } finally {
+      clearTimeout(deadline);
+      if (!done) abort.abort();
+    }
   }
 }
 

@@ -8,23 +8,29 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Duration, DurationSchema, Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import {
   type ClassifyResponseRequestSchema,
+  type CreateTaskRequestSchema,
   type ExecuteOverridesSchema,
   type ExecuteRequestSchema,
+  type ListTasksRequestSchema,
   Action as PbAction,
   type Attempt as PbAttempt,
   BodyEnd as PbBodyEnd,
   type Decision as PbDecision,
   type ExecuteResponse as PbExecuteResponse,
+  type ListTasksResponse as PbListTasksResponse,
   Outcome as PbOutcome,
   Reason as PbReason,
   type StreamEnd as PbStreamEnd,
   type StreamHead as PbStreamHead,
+  type Task as PbTask,
+  TaskState as PbTaskState,
   TransportError as PbTransportError,
 } from "./gen/retrybroker/v1/broker_pb.js";
 import {
   type Attempt,
   type BodyLike,
   type ClassifyInput,
+  type CreateTaskInput,
   type Decision,
   type ExecuteInput,
   type ExecuteOverrides,
@@ -32,8 +38,13 @@ import {
   type HeaderPair,
   type HeadersLike,
   headerPairs,
+  type ListTasksInput,
   type StreamHead,
   type StreamResult,
+  type Task,
+  type TaskPage,
+  type TaskResponse,
+  type TaskState,
   type TimeLike,
   TRANSPORT_ERROR_KINDS,
   type TransportErrorKind,
@@ -262,4 +273,89 @@ export function classifyRequest(
     ...(input.now !== undefined && { now: timestampOf(input.now, "now") }),
     ...(input.deadline !== undefined && { deadline: timestampOf(input.deadline, "deadline") }),
   };
+}
+
+/**
+ * taskStateToProto returns the enum value of a task state
+ * ("TASK_STATE_WAITING" or "waiting"); undefined is UNSPECIFIED (every
+ * state). Throws a RangeError for a state this client does not know.
+ */
+export function taskStateToProto(state: TaskState | undefined): PbTaskState {
+  if (state === undefined) return PbTaskState.UNSPECIFIED;
+  let k = state.trim().toUpperCase();
+  if (k.startsWith("TASK_STATE_")) k = k.slice("TASK_STATE_".length);
+  const v = (PbTaskState as unknown as Record<string, number>)[k];
+  if (v === undefined) {
+    throw new RangeError(`unknown task state ${JSON.stringify(state)}`);
+  }
+  return v as PbTaskState;
+}
+
+/** taskOf returns a Task message as a Task; unset times stay undefined. */
+export function taskOf(t: PbTask): Task {
+  const out: Task = {
+    taskId: t.taskId,
+    policy: t.policy,
+    state: enumName(PbTaskState as unknown as Record<number, string>, t.state, "TASK_STATE_"),
+    attempts: t.attempts.map(attemptOf),
+    outcome: outcomeOf(t.outcome),
+    waitReason: t.waitReason,
+    idempotencyKey: t.idempotencyKey,
+  };
+  const times = {
+    notBefore: dateOf(t.notBefore),
+    giveUpAfter: dateOf(t.giveUpAfter),
+    createTime: dateOf(t.createTime),
+    updateTime: dateOf(t.updateTime),
+    nextRunTime: dateOf(t.nextRunTime),
+  };
+  for (const [k, v] of Object.entries(times)) {
+    if (v !== undefined) out[k as keyof typeof times] = v;
+  }
+  if (t.response) {
+    const r = t.response;
+    const resp: TaskResponse = {
+      status: r.statusCode,
+      headers: r.headers.map((h) => [h.name, h.value] as HeaderPair),
+      body: r.body,
+      bodyTruncated: r.bodyTruncated,
+      bodyIncomplete: r.bodyIncomplete,
+    };
+    out.response = resp;
+  }
+  return out;
+}
+
+/** taskPageOf returns a ListTasksResponse message as a TaskPage. */
+export function taskPageOf(r: PbListTasksResponse): TaskPage {
+  return { tasks: r.tasks.map(taskOf), nextPageToken: r.nextPageToken };
+}
+
+/** createTaskRequest returns the request of a CreateTask call as a plain object. */
+export function createTaskRequest(
+  input: CreateTaskInput,
+  defaultPolicy: string,
+): MessageInitShape<typeof CreateTaskRequestSchema> {
+  return {
+    execute: executeRequest(input, defaultPolicy),
+    taskId: input.taskId ?? "",
+    ...(input.notBefore !== undefined && { notBefore: timestampOf(input.notBefore, "notBefore") }),
+    ...(input.giveUpAfter !== undefined && { giveUpAfter: timestampOf(input.giveUpAfter, "giveUpAfter") }),
+  };
+}
+
+/**
+ * listTasksRequest returns the request of one ListTasks page as a plain
+ * object. Throws a RangeError for a pageSize outside 1 to 1000 or an
+ * unknown state.
+ */
+export function listTasksRequest(
+  input: ListTasksInput,
+  pageToken: string,
+): MessageInitShape<typeof ListTasksRequestSchema> {
+  const n = input.pageSize;
+  if (n !== undefined && !(Number.isInteger(n) && n >= 1 && n <= 1000)) {
+    throw new RangeError(`pageSize must be an integer from 1 to 1000, got ${n}`);
+  }
+  return { state: taskStateToProto(input.state), pageSize: n ?? 0, pageToken };
 }

@@ -9,6 +9,9 @@ import {
   decisionOf,
   executeRequest,
   executeResultOf,
+  listTasksRequest,
+  taskOf,
+  taskStateToProto,
   transportErrorToProto,
 } from "../src/convert.js";
 import {
@@ -19,9 +22,11 @@ import {
   ExecuteResponseSchema,
   Outcome as PbOutcome,
   Reason as PbReason,
+  TaskState as PbTaskState,
   TransportError as PbTransportError,
+  TaskSchema,
 } from "../src/gen/retrybroker/v1/broker_pb.js";
-import { BrokerClient, OUTCOMES, REASONS, TRANSPORT_ERROR_KINDS } from "../src/index.js";
+import { BrokerClient, isFinalTaskState, OUTCOMES, REASONS, TASK_STATES, TRANSPORT_ERROR_KINDS } from "../src/index.js";
 import { type BrokerProcess, startBroker } from "./helpers.js";
 
 /** enumNames returns the names of a TypeScript enum object (its string keys). */
@@ -30,11 +35,57 @@ function enumNames(e: object): string[] {
 }
 
 describe("conversions", () => {
+  it("reads a task, leaving unset times undefined", () => {
+    const t = taskOf(
+      create(TaskSchema, {
+        taskId: "t1",
+        policy: "bulk",
+        state: PbTaskState.WAITING,
+        outcome: PbOutcome.GATE_CLOSED,
+        waitReason: "gate_closed",
+        idempotencyKey: "k",
+        attempts: [{ number: 1, statusCode: 429 }],
+        response: { statusCode: 429, headers: [{ name: "Retry-After", value: "60" }], body: new Uint8Array([120]) },
+        notBefore: { seconds: 1_700_000_000n, nanos: 0 },
+        nextRunTime: { seconds: 1_700_000_060n, nanos: 500_000_000 },
+      }),
+    );
+    assert.equal(t.taskId, "t1");
+    assert.equal(t.policy, "bulk");
+    assert.equal(t.state, "TASK_STATE_WAITING");
+    assert.equal(isFinalTaskState(t.state), false);
+    assert.equal(t.outcome, "OUTCOME_GATE_CLOSED");
+    assert.equal(t.waitReason, "gate_closed");
+    assert.equal(t.idempotencyKey, "k");
+    assert.deepEqual(
+      t.attempts.map((a) => a.status),
+      [429],
+    );
+    assert.deepEqual(t.response?.headers, [["Retry-After", "60"]]);
+    assert.equal(t.notBefore?.getTime(), 1_700_000_000_000);
+    assert.equal(t.nextRunTime?.getTime(), 1_700_000_060_500);
+    assert.equal(t.giveUpAfter, undefined);
+    assert.equal(t.createTime, undefined);
+    assert.equal(taskOf(create(TaskSchema, { state: 99 as PbTaskState })).state, "TASK_STATE_99");
+    assert.equal(taskOf(create(TaskSchema, {})).response, undefined);
+    assert.equal(isFinalTaskState("TASK_STATE_CANCELLED"), true);
+  });
+
+  it("names task states either way", () => {
+    assert.equal(taskStateToProto(undefined), PbTaskState.UNSPECIFIED);
+    assert.equal(taskStateToProto("waiting"), PbTaskState.WAITING);
+    assert.equal(taskStateToProto("TASK_STATE_FAILED"), PbTaskState.FAILED);
+    assert.throws(() => taskStateToProto("asleep"), RangeError);
+    assert.throws(() => listTasksRequest({ pageSize: 0 }, ""), RangeError);
+    assert.throws(() => listTasksRequest({ pageSize: 1001 }, ""), RangeError);
+  });
+
   it("knows every proto reason, outcome and transport error", () => {
     // A value the client lacks would still convert (as its name), but the
     // lists and types callers name must follow the proto.
     assert.deepEqual(new Set(REASONS), new Set(enumNames(PbReason).map((n) => `REASON_${n}`)));
     assert.deepEqual(new Set(OUTCOMES), new Set(enumNames(PbOutcome).map((n) => `OUTCOME_${n}`)));
+    assert.deepEqual(new Set(TASK_STATES), new Set(enumNames(PbTaskState).map((n) => `TASK_STATE_${n}`)));
     assert.deepEqual(
       new Set(TRANSPORT_ERROR_KINDS),
       new Set(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -11,18 +11,26 @@ import grpc
 import grpc.aio
 
 from . import _convert
+from ._client import RETRY_TASK_ERRORS
 from ._core import (
+    CANCEL_TASK,
     CLASSIFY,
+    CREATE_TASK,
     EXECUTE,
     EXECUTE_STREAM,
+    GET_TASK,
+    LIST_TASKS,
+    RETRY_TASK,
+    WATCH_TASK,
     ClientCore,
     RetryLoopState,
+    Rpc,
     StreamState,
     TLSOption,
     channel_credentials,
     channel_options,
 )
-from ._errors import error_from_rpc
+from ._errors import BrokerError, error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
 from ._retry import RetryEvent, adiscard, http_result_of, transport_error_from_exception
 from ._stream import EOF, AsyncStreamResponse, cancel
@@ -32,10 +40,15 @@ from ._types import (
     ExecuteResult,
     HeadersInput,
     HttpResult,
+    Task,
+    TaskPage,
+    TaskState,
     TransportError,
 )
 
 T = TypeVar("T")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 
 class AsyncBrokerClient:
@@ -86,6 +99,37 @@ class AsyncBrokerClient:
             request_serializer=CLASSIFY.serialize,
             response_deserializer=CLASSIFY.deserialize,
         )
+        self._create_task = self._unary_unary(CREATE_TASK)
+        self._get_task = self._unary_unary(GET_TASK)
+        self._list_tasks = self._unary_unary(LIST_TASKS)
+        self._cancel_task = self._unary_unary(CANCEL_TASK)
+        self._retry_task = self._unary_unary(RETRY_TASK)
+        self._watch_task: grpc.aio.UnaryStreamMultiCallable[pb.WatchTaskRequest, pb.Task] = (
+            self._channel.unary_stream(
+                WATCH_TASK.path,
+                request_serializer=WATCH_TASK.serialize,
+                response_deserializer=WATCH_TASK.deserialize,
+            )
+        )
+
+    def _unary_unary(self, rpc: Rpc[Req, Resp]) -> grpc.aio.UnaryUnaryMultiCallable[Req, Resp]:
+        return self._channel.unary_unary(
+            rpc.path, request_serializer=rpc.serialize, response_deserializer=rpc.deserialize
+        )
+
+    async def _call(
+        self,
+        method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+        req: Req,
+        timeout: float | None,
+        by_code: Mapping[grpc.StatusCode, type[BrokerError]] | None = None,
+    ) -> Resp:
+        try:
+            return await method(
+                req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err, by_code) from None
 
     async def __aenter__(self) -> AsyncBrokerClient:
         return self
@@ -274,3 +318,107 @@ class AsyncBrokerClient:
             elif step.event.result is not None:
                 await adiscard(step.event.result)
             await sleep(step.delay)
+
+    async def create_task(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: HeadersInput = None,
+        body: _convert.Body = None,
+        policy: str | None = None,
+        provider: str | None = None,
+        overrides: ExecuteOverrides | None = None,
+        task_id: str | None = None,
+        not_before: _convert.TimeInput | None = None,
+        give_up_after: _convert.TimeInput | None = None,
+        timeout: float | None = None,
+    ) -> Task:
+        """Hand an HTTP request to the broker as a task.
+
+        The same as BrokerClient.create_task, awaited.
+        """
+        execute = self._core.execute_request(
+            method,
+            url,
+            headers=headers,
+            body=body,
+            policy=policy,
+            provider=provider,
+            overrides=overrides,
+        )
+        req = _convert.create_task_request(
+            execute, task_id=task_id, not_before=not_before, give_up_after=give_up_after
+        )
+        return _convert.task_of(await self._call(self._create_task, req, timeout))
+
+    async def get_task(self, task_id: str, *, timeout: float | None = None) -> Task:
+        """Return the caller's task; the same as BrokerClient.get_task, awaited."""
+        req = pb.GetTaskRequest(task_id=task_id)
+        return _convert.task_of(await self._call(self._get_task, req, timeout))
+
+    async def cancel_task(self, task_id: str, *, timeout: float | None = None) -> Task:
+        """Cancel the caller's task; the same as BrokerClient.cancel_task, awaited."""
+        req = pb.CancelTaskRequest(task_id=task_id)
+        return _convert.task_of(await self._call(self._cancel_task, req, timeout))
+
+    async def retry_task(self, task_id: str, *, timeout: float | None = None) -> Task:
+        """Schedule a FAILED task again; the same as BrokerClient.retry_task, awaited."""
+        req = pb.RetryTaskRequest(task_id=task_id)
+        return _convert.task_of(await self._call(self._retry_task, req, timeout, RETRY_TASK_ERRORS))
+
+    async def list_tasks_page(
+        self,
+        *,
+        state: TaskState | str | None = None,
+        page_size: int | None = None,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> TaskPage:
+        """Return one page of tasks; the same as BrokerClient.list_tasks_page, awaited."""
+        req = _convert.list_tasks_request(state=state, page_size=page_size, page_token=page_token)
+        return _convert.task_page_of(await self._call(self._list_tasks, req, timeout))
+
+    async def list_tasks(
+        self,
+        *,
+        state: TaskState | str | None = None,
+        page_size: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncGenerator[Task, None]:
+        """Iterate over the caller's tasks: ``async for task in client.list_tasks(...)``.
+
+        The same as BrokerClient.list_tasks, as an async generator.
+        """
+        token = ""
+        while True:
+            page = await self.list_tasks_page(
+                state=state, page_size=page_size, page_token=token, timeout=timeout
+            )
+            for t in page.tasks:
+                yield t
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def watch_task(
+        self, task_id: str, *, timeout: float | None = None
+    ) -> AsyncGenerator[Task, None]:
+        """Yield the task now and on every change: ``async for task in client.watch_task(id)``.
+
+        The same as BrokerClient.watch_task, as an async generator; closing
+        it (``aclose()``, or leaving an ``async for`` over it) cancels the
+        stream.
+        """
+        call = self._watch_task(
+            pb.WatchTaskRequest(task_id=task_id),
+            timeout=self._core.timeout_for(timeout),
+            metadata=self._core.metadata,
+        )
+        try:
+            async for t in call:
+                yield _convert.task_of(t)
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            cancel(call)

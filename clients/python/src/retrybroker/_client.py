@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -11,17 +11,24 @@ import grpc
 
 from . import _convert
 from ._core import (
+    CANCEL_TASK,
     CLASSIFY,
+    CREATE_TASK,
     EXECUTE,
     EXECUTE_STREAM,
+    GET_TASK,
+    LIST_TASKS,
+    RETRY_TASK,
+    WATCH_TASK,
     ClientCore,
     RetryLoopState,
+    Rpc,
     StreamState,
     TLSOption,
     channel_credentials,
     channel_options,
 )
-from ._errors import error_from_rpc
+from ._errors import BrokerError, FailedPreconditionError, error_from_rpc
 from ._gen.retrybroker.v1 import broker_pb2 as pb
 from ._retry import RetryEvent, discard, http_result_of, transport_error_from_exception
 from ._stream import StreamResponse, cancel
@@ -31,10 +38,20 @@ from ._types import (
     ExecuteResult,
     HeadersInput,
     HttpResult,
+    Task,
+    TaskPage,
+    TaskState,
     TransportError,
 )
 
 T = TypeVar("T")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+#: RetryTask's FAILED_PRECONDITION: the task is not FAILED (not an unknown policy).
+RETRY_TASK_ERRORS: Mapping[grpc.StatusCode, type[BrokerError]] = {
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError
+}
 
 
 class BrokerClient:
@@ -97,6 +114,37 @@ class BrokerClient:
             request_serializer=CLASSIFY.serialize,
             response_deserializer=CLASSIFY.deserialize,
         )
+        self._create_task = self._unary_unary(CREATE_TASK)
+        self._get_task = self._unary_unary(GET_TASK)
+        self._list_tasks = self._unary_unary(LIST_TASKS)
+        self._cancel_task = self._unary_unary(CANCEL_TASK)
+        self._retry_task = self._unary_unary(RETRY_TASK)
+        self._watch_task: grpc.UnaryStreamMultiCallable[pb.WatchTaskRequest, pb.Task] = (
+            self._channel.unary_stream(
+                WATCH_TASK.path,
+                request_serializer=WATCH_TASK.serialize,
+                response_deserializer=WATCH_TASK.deserialize,
+            )
+        )
+
+    def _unary_unary(self, rpc: Rpc[Req, Resp]) -> grpc.UnaryUnaryMultiCallable[Req, Resp]:
+        return self._channel.unary_unary(
+            rpc.path, request_serializer=rpc.serialize, response_deserializer=rpc.deserialize
+        )
+
+    def _call(
+        self,
+        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
+        req: Req,
+        timeout: float | None,
+        by_code: Mapping[grpc.StatusCode, type[BrokerError]] | None = None,
+    ) -> Resp:
+        try:
+            return method(
+                req, timeout=self._core.timeout_for(timeout), metadata=self._core.metadata
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err, by_code) from None
 
     def __enter__(self) -> BrokerClient:
         return self
@@ -376,3 +424,159 @@ class BrokerClient:
             elif step.event.result is not None:
                 discard(step.event.result)
             sleep(step.delay)
+
+    def create_task(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: HeadersInput = None,
+        body: _convert.Body = None,
+        policy: str | None = None,
+        provider: str | None = None,
+        overrides: ExecuteOverrides | None = None,
+        task_id: str | None = None,
+        not_before: _convert.TimeInput | None = None,
+        give_up_after: _convert.TimeInput | None = None,
+        timeout: float | None = None,
+    ) -> Task:
+        """Hand an HTTP request to the broker as a task, to run when it is due and allowed.
+
+        The broker stores the task durably and sends it through the same
+        engine and policy as execute when it is due (``not_before``) and
+        its gate allows; a closed gate or an open breaker makes it wait
+        (``TaskState.WAITING``) without using up its attempts. Every send
+        carries the same idempotency key (the request's own value of the
+        policy's idempotency header, or one the broker generates), so a POST
+        task is retried safely. Returns the stored task.
+
+        Args:
+            method, url, headers, body, policy, provider, overrides: the
+                request, as for execute. A sensitive header
+                (Authorization, Cookie, X-Api-Key) is refused with
+                InvalidArgumentError: it would be stored; let the broker
+                hold the credential instead.
+            task_id: names the task in the tenant (1 to 128 characters of
+                ``[A-Za-z0-9_-]``); a second create with the same id returns
+                the first task unchanged. None: the broker generates one.
+            not_before: the earliest time the task runs, an aware datetime
+                or Unix seconds; None means now.
+            give_up_after: when an unfinished task becomes FAILED (after
+                ``not_before``); None means never.
+            timeout: deadline of this RPC in seconds (default: the client's);
+                it does not bound the task.
+
+        Raises the BrokerError subclasses of execute; BrokerError with code
+        UNIMPLEMENTED when the broker runs without task storage.
+        """
+        execute = self._core.execute_request(
+            method,
+            url,
+            headers=headers,
+            body=body,
+            policy=policy,
+            provider=provider,
+            overrides=overrides,
+        )
+        req = _convert.create_task_request(
+            execute, task_id=task_id, not_before=not_before, give_up_after=give_up_after
+        )
+        return _convert.task_of(self._call(self._create_task, req, timeout))
+
+    def get_task(self, task_id: str, *, timeout: float | None = None) -> Task:
+        """Return the caller's task ``task_id``.
+
+        Raises NotFoundError for a task that does not exist or belongs to
+        another tenant.
+        """
+        return _convert.task_of(
+            self._call(self._get_task, pb.GetTaskRequest(task_id=task_id), timeout)
+        )
+
+    def cancel_task(self, task_id: str, *, timeout: float | None = None) -> Task:
+        """Cancel the caller's task unless it is final, and return it.
+
+        A final task is returned unchanged. Raises NotFoundError as get_task.
+        """
+        return _convert.task_of(
+            self._call(self._cancel_task, pb.CancelTaskRequest(task_id=task_id), timeout)
+        )
+
+    def retry_task(self, task_id: str, *, timeout: float | None = None) -> Task:
+        """Schedule the caller's FAILED task again (due now, same idempotency key); return it.
+
+        Raises FailedPreconditionError for a task that is not FAILED, and
+        NotFoundError as get_task.
+        """
+        req = pb.RetryTaskRequest(task_id=task_id)
+        return _convert.task_of(self._call(self._retry_task, req, timeout, RETRY_TASK_ERRORS))
+
+    def list_tasks_page(
+        self,
+        *,
+        state: TaskState | str | None = None,
+        page_size: int | None = None,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> TaskPage:
+        """Return one page of the caller's tasks, oldest first.
+
+        Args:
+            state: list only tasks in this state (``TaskState.WAITING`` or
+                ``"waiting"``); None lists every state.
+            page_size: tasks per page, 1 to 1000; None means the broker's
+                default (100).
+            page_token: ``""`` for the first page, then the previous page's
+                ``next_page_token``. A token the broker did not issue raises
+                InvalidArgumentError.
+            timeout: deadline of this RPC in seconds (default: the client's).
+        """
+        req = _convert.list_tasks_request(state=state, page_size=page_size, page_token=page_token)
+        return _convert.task_page_of(self._call(self._list_tasks, req, timeout))
+
+    def list_tasks(
+        self,
+        *,
+        state: TaskState | str | None = None,
+        page_size: int | None = None,
+        timeout: float | None = None,
+    ) -> Generator[Task, None, None]:
+        """Iterate over the caller's tasks, oldest first, one page per RPC as needed.
+
+        A generator: it fetches the next page only when the loop reaches it,
+        and stopping early fetches no more. ``timeout`` bounds each page's
+        RPC. The arguments are those of list_tasks_page.
+        """
+        token = ""
+        while True:
+            page = self.list_tasks_page(
+                state=state, page_size=page_size, page_token=token, timeout=timeout
+            )
+            yield from page.tasks
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def watch_task(
+        self, task_id: str, *, timeout: float | None = None
+    ) -> Generator[Task, None, None]:
+        """Yield the caller's task now and on every change, ending after a final state.
+
+        A generator: the RPC starts at the first ``next()``; closing it (or
+        leaving the loop and dropping it) cancels the stream. ``timeout``
+        (default: the client's) bounds the whole watch: give one as long as
+        the task may wait. Raises NotFoundError as get_task, and
+        DeadlineExceededError when the timeout runs out first.
+        """
+        call = self._watch_task(
+            pb.WatchTaskRequest(task_id=task_id),
+            timeout=self._core.timeout_for(timeout),
+            metadata=self._core.metadata,
+        )
+        try:
+            for t in call:
+                yield _convert.task_of(t)
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            cancel(call)

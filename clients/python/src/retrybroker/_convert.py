@@ -24,6 +24,10 @@ from ._types import (
     Outcome,
     Reason,
     StreamResult,
+    Task,
+    TaskPage,
+    TaskResponse,
+    TaskState,
     TransportError,
     header_pairs,
 )
@@ -280,3 +284,78 @@ def classify_request(
     if deadline is not None:
         req.deadline.CopyFrom(timestamp(deadline, "deadline"))
     return req
+
+
+def task_state_to_proto(state: TaskState | str | None) -> pb.TaskState:
+    """Return the proto enum value of a task state; None is UNSPECIFIED (every state)."""
+    if state is None:
+        return pb.TASK_STATE_UNSPECIFIED
+    return cast(pb.TaskState, pb.TaskState.Value(TaskState.parse(state).value))
+
+
+def task_of(t: pb.Task) -> Task:
+    """Return a proto Task as a Task (an unknown state keeps its number)."""
+    response: TaskResponse | None = None
+    if t.HasField("response"):
+        r = t.response
+        response = TaskResponse(
+            status=r.status_code,
+            headers=[(h.name, h.value) for h in r.headers],
+            body=bytes(r.body),
+            body_truncated=r.body_truncated,
+            body_incomplete=r.body_incomplete,
+        )
+
+    def when(field: str) -> datetime | None:
+        return datetime_of(getattr(t, field)) if t.HasField(field) else None
+
+    return Task(
+        task_id=t.task_id,
+        policy=t.policy,
+        state=TaskState(_enum_name(pb.TaskState, t.state, "TASK_STATE_")),
+        not_before=when("not_before"),
+        give_up_after=when("give_up_after"),
+        attempts=[attempt_of(a) for a in t.attempts],
+        response=response,
+        outcome=outcome_of(t.outcome),
+        create_time=when("create_time"),
+        update_time=when("update_time"),
+        next_run_time=when("next_run_time"),
+        wait_reason=t.wait_reason,
+        idempotency_key=t.idempotency_key,
+    )
+
+
+def task_page_of(r: pb.ListTasksResponse) -> TaskPage:
+    """Return a proto ListTasksResponse as a TaskPage."""
+    return TaskPage(tasks=[task_of(t) for t in r.tasks], next_page_token=r.next_page_token)
+
+
+def create_task_request(
+    execute: pb.ExecuteRequest,
+    *,
+    task_id: str | None,
+    not_before: TimeInput | None,
+    give_up_after: TimeInput | None,
+) -> pb.CreateTaskRequest:
+    """Return the CreateTaskRequest of an ExecuteRequest and the task's settings."""
+    req = pb.CreateTaskRequest(execute=execute, task_id=task_id or "")
+    if not_before is not None:
+        req.not_before.CopyFrom(timestamp(not_before, "not_before"))
+    if give_up_after is not None:
+        req.give_up_after.CopyFrom(timestamp(give_up_after, "give_up_after"))
+    return req
+
+
+def list_tasks_request(
+    *, state: TaskState | str | None, page_size: int | None, page_token: str
+) -> pb.ListTasksRequest:
+    """Return the ListTasksRequest of one page.
+
+    Raises ValueError for an unknown state or a page size outside 1 to 1000.
+    """
+    if page_size is not None and not 1 <= page_size <= 1000:
+        raise ValueError(f"page_size must be 1 to 1000, got {page_size}")
+    return pb.ListTasksRequest(
+        state=task_state_to_proto(state), page_size=page_size or 0, page_token=page_token
+    )

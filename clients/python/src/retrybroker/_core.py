@@ -85,6 +85,37 @@ CLASSIFY: Rpc[pb.ClassifyResponseRequest, pb.ClassifyResponseResponse] = Rpc(
     pb.ClassifyResponseResponse.FromString,
 )
 
+CREATE_TASK: Rpc[pb.CreateTaskRequest, pb.Task] = Rpc(
+    "/retrybroker.v1.BrokerService/CreateTask",
+    pb.CreateTaskRequest.SerializeToString,
+    pb.Task.FromString,
+)
+GET_TASK: Rpc[pb.GetTaskRequest, pb.Task] = Rpc(
+    "/retrybroker.v1.BrokerService/GetTask",
+    pb.GetTaskRequest.SerializeToString,
+    pb.Task.FromString,
+)
+LIST_TASKS: Rpc[pb.ListTasksRequest, pb.ListTasksResponse] = Rpc(
+    "/retrybroker.v1.BrokerService/ListTasks",
+    pb.ListTasksRequest.SerializeToString,
+    pb.ListTasksResponse.FromString,
+)
+CANCEL_TASK: Rpc[pb.CancelTaskRequest, pb.Task] = Rpc(
+    "/retrybroker.v1.BrokerService/CancelTask",
+    pb.CancelTaskRequest.SerializeToString,
+    pb.Task.FromString,
+)
+WATCH_TASK: Rpc[pb.WatchTaskRequest, pb.Task] = Rpc(
+    "/retrybroker.v1.BrokerService/WatchTask",
+    pb.WatchTaskRequest.SerializeToString,
+    pb.Task.FromString,
+)
+RETRY_TASK: Rpc[pb.RetryTaskRequest, pb.Task] = Rpc(
+    "/retrybroker.v1.BrokerService/RetryTask",
+    pb.RetryTaskRequest.SerializeToString,
+    pb.Task.FromString,
+)
+
 
 def channel_options(extra: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """Return BASE_CHANNEL_OPTIONS followed by the caller's options."""

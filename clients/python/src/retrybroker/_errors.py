@@ -7,7 +7,7 @@ failures are not errors: Execute returns them in its result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import google.rpc.error_details_pb2 as error_details_pb2
@@ -65,8 +65,23 @@ class InvalidArgumentError(BrokerError):
         ]
 
 
-class UnknownPolicyError(BrokerError):
+class FailedPreconditionError(BrokerError):
+    """FAILED_PRECONDITION: the request cannot apply in the current state.
+
+    ``retry_task`` raises it for a task that is not FAILED; an unknown
+    policy raises its subclass UnknownPolicyError.
+    """
+
+
+class UnknownPolicyError(FailedPreconditionError):
     """FAILED_PRECONDITION: the tenant has no such policy."""
+
+
+class NotFoundError(BrokerError):
+    """NOT_FOUND: a task that does not exist, or belongs to another tenant.
+
+    The broker does not tell the two apart, so task ids cannot be probed.
+    """
 
 
 class RateLimitedError(BrokerError):
@@ -136,6 +151,7 @@ _BY_CODE: dict[grpc.StatusCode, type[BrokerError]] = {
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     grpc.StatusCode.FAILED_PRECONDITION: UnknownPolicyError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: RateLimitedError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
@@ -184,8 +200,14 @@ def _unpack_details(st: status_pb2.Status | None) -> list[Any]:
     return out
 
 
-def error_from_rpc(err: grpc.RpcError) -> BrokerError:
-    """Return the BrokerError (or subclass, by status code) of a grpc or grpc.aio RpcError."""
+def error_from_rpc(
+    err: grpc.RpcError, by_code: Mapping[grpc.StatusCode, type[BrokerError]] | None = None
+) -> BrokerError:
+    """Return the BrokerError (or subclass, by status code) of a grpc or grpc.aio RpcError.
+
+    ``by_code`` chooses the class of some codes where an RPC gives them a
+    meaning of its own (RetryTask's FAILED_PRECONDITION is not a policy's).
+    """
     call = cast(Any, err)
     code = call.code() if hasattr(call, "code") else grpc.StatusCode.UNKNOWN
     if not isinstance(code, grpc.StatusCode):
@@ -194,5 +216,5 @@ def error_from_rpc(err: grpc.RpcError) -> BrokerError:
     if message is None:
         message = ""
     details = _unpack_details(_rich_status(call)) if hasattr(call, "trailing_metadata") else []
-    cls = _BY_CODE.get(code, BrokerError)
+    cls = (by_code or {}).get(code) or _BY_CODE.get(code, BrokerError)
     return cls(code, str(message), details)

@@ -351,3 +351,124 @@ class StreamResult:
     trailers: list[tuple[str, str]]
     body_bytes: int
     provider: str = ""
+
+
+class TaskState(_OpenStrEnum):
+    """Where a task is in its life; the values are the proto enum names.
+
+    SUCCEEDED, FAILED and CANCELLED are final (``is_final``): a watch ends
+    after one of them.
+    """
+
+    UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
+    SCHEDULED = "TASK_STATE_SCHEDULED"
+    WAITING = "TASK_STATE_WAITING"
+    RUNNING = "TASK_STATE_RUNNING"
+    SUCCEEDED = "TASK_STATE_SUCCEEDED"
+    FAILED = "TASK_STATE_FAILED"
+    CANCELLED = "TASK_STATE_CANCELLED"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the state is final: SUCCEEDED, FAILED or CANCELLED."""
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)
+
+    @classmethod
+    def parse(cls, value: TaskState | str) -> TaskState:
+        """Return the member named by ``"waiting"``, ``"TASK_STATE_WAITING"`` or a member.
+
+        Raises ValueError for a name this client does not know.
+        """
+        if isinstance(value, TaskState):
+            return value
+        v = value.strip().upper()
+        if not v.startswith("TASK_STATE_"):
+            v = "TASK_STATE_" + v
+        if v not in cls._value2member_map_:
+            known = ", ".join(m.name.lower() for m in cls)
+            raise ValueError(f"unknown task state {value!r} (one of {known})")
+        return cls(v)
+
+
+@dataclass(frozen=True)
+class TaskResponse:
+    """The final HTTP response of a task.
+
+    Attributes:
+        status: the HTTP status.
+        headers: response headers as (name, value) pairs, in the order
+            received, duplicates kept.
+        body: the response body, up to the policy's ``max_response_body``.
+        body_truncated: True when the body was longer and was cut.
+        body_incomplete: True when the upstream broke the body off.
+    """
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    body_truncated: bool = False
+    body_incomplete: bool = False
+
+    def header(self, name: str) -> str | None:
+        """Return the first value of a header (case-insensitive), or None."""
+        lname = name.lower()
+        return next((v for n, v in self.headers if n.lower() == lname), None)
+
+    def text(self, encoding: str = "utf-8", errors: str = "replace") -> str:
+        """Return the body decoded as text."""
+        return self.body.decode(encoding, errors)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A deferred call the broker keeps durably, and what became of it.
+
+    Times are timezone-aware UTC datetimes, on the broker's clock.
+
+    Attributes:
+        task_id: names the task within its tenant.
+        policy: the policy the task runs under (``""``: the tenant's default).
+        state: where the task is, e.g. ``TaskState.WAITING``.
+        not_before: the earliest time the task runs.
+        give_up_after: when an unfinished task fails; None means never.
+        attempts: every send over every dispatch, in order.
+        response: the final HTTP response, once there is one; else None.
+        outcome: how the last dispatch ended; ``Outcome.UNSPECIFIED``
+            before the first.
+        create_time: when the task was created.
+        update_time: when the task last changed.
+        next_run_time: when a SCHEDULED or WAITING task is due next; None
+            for a final task.
+        wait_reason: why a WAITING task waits, e.g. ``"gate_closed"``.
+        idempotency_key: the value of the policy's idempotency header that
+            every send of the task carries (the request's own, or one the
+            broker generated at creation).
+    """
+
+    task_id: str
+    policy: str
+    state: TaskState
+    not_before: datetime | None
+    give_up_after: datetime | None
+    attempts: list[Attempt]
+    response: TaskResponse | None
+    outcome: Outcome
+    create_time: datetime | None
+    update_time: datetime | None
+    next_run_time: datetime | None
+    wait_reason: str
+    idempotency_key: str
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of ``list_tasks_page``.
+
+    Attributes:
+        tasks: the page's tasks, oldest first.
+        next_page_token: pass it as ``page_token`` for the next page; ``""``
+            on the last.
+    """
+
+    tasks: list[Task]
+    next_page_token: str

@@ -1,0 +1,212 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
+)
+
+// Creation is group-committed: concurrent Creates share one transaction
+// (and, on SQLite, one fsync), and their River jobs are inserted with one
+// InsertManyTx. The first Create to find no transaction running runs one
+// for every Create waiting, then for those that arrived meanwhile, until
+// none is left; the others wait for their result. A batch that fails
+// fails each of its Creates, and none of its tasks is stored.
+
+// maxCreateBatch bounds the Creates of one transaction.
+const maxCreateBatch = 256
+
+// createTimeout bounds one batch's transaction: the Create that runs it
+// runs the others' work too, so its own context's cancellation is not
+// used, only its values.
+const createTimeout = 30 * time.Second
+
+// createReq is one Create waiting for its batch.
+type createReq struct {
+	nt      NewTask
+	next    time.Time // when it is first due
+	task    *Task
+	created bool
+	err     error
+	done    chan struct{}
+}
+
+// createBatcher queues Creates for the transaction that will run them.
+type createBatcher struct {
+	mu      sync.Mutex
+	pending []*createReq
+	running bool
+}
+
+// Create implements Store: the row, the tenant's counters and its River
+// job are written in one transaction, so a broker killed at any moment has
+// all or none. A task past the tenant's pending or bytes bound is refused
+// with a *BoundError.
+func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error) {
+	if nt.ID == "" {
+		nt.ID = uuid.NewString()
+	}
+	if nt.IdempotencyKey == "" {
+		nt.IdempotencyKey = uuid.NewString()
+	}
+	if nt.TraceParent == "" && nt.TraceState == "" {
+		nt.TraceParent, nt.TraceState = traceContextOf(ctx) // the caller's, not the batch runner's
+	}
+	r := &createReq{nt: nt, done: make(chan struct{})}
+	b := &s.creates
+	b.mu.Lock()
+	b.pending = append(b.pending, r)
+	if b.running {
+		b.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.task, r.created, r.err
+		case <-ctx.Done():
+			// The batch may still store the task: a create repeated with
+			// the same task_id then finds it.
+			return nil, false, ctx.Err()
+		}
+	}
+	b.running = true
+	for len(b.pending) > 0 {
+		batch := b.pending[:min(len(b.pending), maxCreateBatch)]
+		b.pending = b.pending[len(batch):]
+		b.mu.Unlock()
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+		s.createBatch(bctx, batch)
+		cancel()
+		for _, q := range batch {
+			close(q.done)
+		}
+		b.mu.Lock()
+	}
+	b.running = false
+	b.mu.Unlock()
+	return r.task, r.created, r.err
+}
+
+// createBatch stores the batch's tasks in one transaction and sets each
+// request's result: its new task, or the task its tenant already has with
+// that id (an earlier one of the same batch included).
+func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
+	fail := func(err error) {
+		for _, r := range batch {
+			r.task, r.created, r.err = nil, false, err
+		}
+	}
+	now := s.clock.Now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		fail(fmt.Errorf("tasks: begin: %w", err))
+		return
+	}
+	defer func() { _ = tx.Rollback() }()
+	type key struct{ tenant, id string }
+	first := map[key]*createReq{}
+	var fresh []*createReq
+	for _, r := range batch {
+		nt := &r.nt
+		r.next = nt.NotBefore
+		if r.next.IsZero() || r.next.Before(now) {
+			r.next = now
+		}
+		if nt.NotBefore.IsZero() {
+			nt.NotBefore = now
+		}
+		k := key{nt.Tenant, nt.ID}
+		if first[k] != nil {
+			continue // the same id earlier in this batch: answered after the commit
+		}
+		first[k] = r
+		res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
+			(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
+			 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
+			 callback_url, callback_state, trace_parent, trace_state)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0, ?, ?, ?, ?)
+			ON CONFLICT (tenant, task_id) DO NOTHING`),
+			nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
+			nano(now), nano(now), nano(r.next), nt.IdempotencyKey, nt.Request,
+			nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), nt.TraceParent, nt.TraceState)
+		if err != nil {
+			fail(fmt.Errorf("tasks: insert: %w", err))
+			return
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			// The bounds are checked after the dedup: a second create of
+			// a task the tenant has is answered with it, whatever the
+			// tenant holds. A refused task is deleted again in this
+			// transaction, and the batch's others commit.
+			var be *BoundError
+			switch err := s.admitCreated(ctx, tx, nt.Tenant, nt.ID, int64(len(nt.Request))); {
+			case errors.As(err, &be):
+				r.err = err
+				continue
+			case err != nil:
+				fail(err)
+				return
+			}
+			fresh = append(fresh, r)
+		}
+	}
+	if len(fresh) > 0 {
+		params := make([]river.InsertManyParams, len(fresh))
+		for i, r := range fresh {
+			params[i] = river.InsertManyParams{
+				Args:       dispatchArgs{Tenant: r.nt.Tenant, TaskID: r.nt.ID},
+				InsertOpts: &river.InsertOpts{ScheduledAt: insertAt(now, r.next)},
+			}
+		}
+		jobs, err := s.client.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			fail(fmt.Errorf("tasks: schedule: %w", err))
+			return
+		}
+		if len(jobs) != len(fresh) {
+			fail(fmt.Errorf("tasks: schedule: River inserted %d jobs for %d tasks", len(jobs), len(fresh)))
+			return
+		}
+		for i, r := range fresh {
+			if _, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE tenant = ? AND task_id = ?`),
+				jobs[i].Job.ID, r.nt.Tenant, r.nt.ID); err != nil {
+				fail(fmt.Errorf("tasks: link job: %w", err))
+				return
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		fail(fmt.Errorf("tasks: commit: %w", err))
+		return
+	}
+	isFresh := make(map[*createReq]bool, len(fresh))
+	for _, r := range fresh {
+		isFresh[r] = true
+		nt := r.nt
+		stored := func(t time.Time) time.Time { return unnano(nano(t)) } // as Get returns it
+		r.task, r.created = &Task{
+			Tenant: nt.Tenant, ID: nt.ID, Policy: nt.Policy, State: StateScheduled,
+			NotBefore: stored(nt.NotBefore), GiveUpAfter: stored(nt.GiveUpAfter), Attempts: []engine.AttemptRecord{},
+			CreateTime: stored(now), UpdateTime: stored(now), NextRunTime: stored(r.next),
+			IdempotencyKey: nt.IdempotencyKey, Request: nt.Request,
+			CallbackURL: nt.CallbackURL, Callback: callbackStateAtCreate(nt.CallbackURL),
+		}, true
+	}
+	for _, r := range batch {
+		if f := first[key{r.nt.Tenant, r.nt.ID}]; f != r && f.err != nil {
+			r.err = f.err // the same id, refused earlier in this batch
+			continue
+		}
+		if !isFresh[r] && r.err == nil {
+			r.task, r.err = s.Get(ctx, r.nt.Tenant, r.nt.ID)
+			if errors.Is(r.err, ErrNotFound) {
+				r.err = fmt.Errorf("tasks: task %q neither inserted nor found", r.nt.ID)
+			}
+		}
+	}
+}
