@@ -203,10 +203,10 @@ func TestPanelExpressionsParse(t *testing.T) {
 
 // TestMetricsExist runs a real broker on Redis, sends calls that succeed,
 // retry on a 429's hint (which closes its gate), fail with 503 until the
-// breaker opens, and probe it closed again, and a streamed call, then
-// scrapes /metrics: the calls must show in the call, gate, store round
-// trip and stream metrics, and it fails if a rule or a panel names a
-// metric the broker does not export.
+// breaker opens, and probe it closed again, a streamed call and a task,
+// then scrapes /metrics: they must show in the call, gate, store round
+// trip, stream and task metrics, and it fails if a rule or a panel names
+// a metric the broker does not export.
 func TestMetricsExist(t *testing.T) {
 	want := map[string][]string{} // metric name -> where it is used
 	rules, _ := ruleExprs(t)
@@ -289,6 +289,31 @@ func TestMetricsExist(t *testing.T) {
 		t.Fatalf("streamed %d bytes, want %d", streamed, len(streamBody))
 	}
 
+	// A task, dispatched once.
+	tctx, tcancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+apiKey), 60*time.Second)
+	defer tcancel()
+	if _, err := b.client.CreateTask(tctx, &rbv1.CreateTaskRequest{TaskId: "m", Execute: &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL + "/ok"}}}); err != nil {
+		t.Fatalf("CreateTask: %v", err)
+	}
+	for {
+		task, err := b.client.GetTask(tctx, &rbv1.GetTaskRequest{TaskId: "m"})
+		if err != nil {
+			t.Fatalf("GetTask: %v", err)
+		}
+		if task.GetState() == rbv1.TaskState_TASK_STATE_SUCCEEDED {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The task counts are read every 15 s: the task's tenant shows at the
+	// next read.
+	for !strings.Contains(b.scrape(t), `retrybroker_tasks{state="succeeded",tenant="ops"} 1`) {
+		if tctx.Err() != nil {
+			t.Fatalf("retrybroker_tasks never counted the task:\n%s", b.scrape(t))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(b.scrape(t)))
 	if err != nil {
@@ -337,6 +362,9 @@ func TestMetricsExist(t *testing.T) {
 		{"retrybroker_store_round_trip_seconds", map[string]string{"op": "complete"}, 1},
 		{"retrybroker_stream_ends_total", map[string]string{"reason": "complete"}, 1},
 		{"retrybroker_stream_bytes_total", nil, float64(len(streamBody))},
+		{"retrybroker_task_dispatches_total", map[string]string{"outcome": "success"}, 1},
+		{"retrybroker_task_dispatch_lag_seconds", nil, 1},
+		{"retrybroker_tasks_oldest_due_seconds", nil, 0},
 	} {
 		if got := sampleValue(w.name, w.labels); got < w.min {
 			t.Errorf("%s %v = %v, want >= %v", w.name, w.labels, got, w.min)
@@ -388,7 +416,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startBroker starts the broker on Redis with a config whose one tenant
+// startBroker starts the broker on Redis, with task storage, and a config whose one tenant
 // may call loopback and has a breaker quick to open and to close. The
 // process is killed by its pid when the test ends (and by the kernel if
 // the test binary dies first).
@@ -414,7 +442,8 @@ tenants:
 	}
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	b := &broker{metricsAddr: metricsAddr, done: make(chan error, 1)}
-	b.cmd = exec.Command(brokerBin, "--listen", addr, "--metrics-listen", metricsAddr, "--config", cfgFile, "--redis", redisURL)
+	b.cmd = exec.Command(brokerBin, "--listen", addr, "--metrics-listen", metricsAddr, "--config", cfgFile, "--redis", redisURL,
+		"--tasks-sqlite", filepath.Join(t.TempDir(), "tasks.db")) // the task metrics (TasksOldestDueTooOld)
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs := &strings.Builder{}
 	var mu sync.Mutex

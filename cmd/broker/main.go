@@ -67,6 +67,7 @@ type options struct {
 	redis                                   *redisOptions
 	tasksSQLite                             string
 	taskFlags                               *taskFlags
+	tasksCallbackSecret                     string
 	configFile                              string
 	tlsCert                                 string
 	tlsKey                                  string
@@ -95,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.redis = addRedisFlags(fs)
 	o.taskFlags = addTaskFlags(fs)
 	fs.StringVar(&o.tasksSQLite, "tasks-sqlite", "", "keep deferred calls (CreateTask and the other task RPCs, docs/tasks.md) in this SQLite file, created when missing; empty disables the task RPCs (UNIMPLEMENTED)")
+	fs.StringVar(&o.tasksCallbackSecret, "tasks-callback-secret-file", "", "file of the secret that signs task callbacks (Standard Webhooks: one whsec_... line, several during a rotation; re-read when it changes); without it a task with a callback is refused (FAILED_PRECONDITION)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the shared store's state at /health/shared-state; empty disables")
 	fs.StringVar(&o.adminListen, "admin-listen", "", "serve the admin view (live gates, catalog, HTML page at /admin/, pprof at /debug/pprof/) at ADDR (e.g. 127.0.0.1:9091): loopback peers only, or with --admin-token-file any address and a bearer token from every peer; empty disables")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the SHA-256 (64 hex digits) of the admin token: the admin listener then needs \"Authorization: Bearer TOKEN\" from every peer, and may listen off loopback")
@@ -257,7 +259,11 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		svcOpts = append(svcOpts, server.WithDefaultTenant(ids.dev))
 	}
 	svc := server.New(svcOpts...)
-	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.taskFlags, runner, svc, taskSvc, logger)
+	taskOpts, err := taskOptions(o, taskSvc, tp.Tracer("github.com/retrybroker/retrybroker"), mets, logger)
+	if err != nil {
+		return err
+	}
+	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.taskFlags, runner, svc, taskSvc, logger, taskOpts...)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/tasks"
 	"github.com/retrybroker/retrybroker/internal/tenant"
@@ -34,7 +37,7 @@ func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
 // tasks through runner, with calls built by svc; the returned stop closes
 // it within timeout (a dispatch still running then is cut, and its task
 // runs again at the next start).
-func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger) (stop func(timeout time.Duration), err error) {
+func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger, opts ...tasks.Option) (stop func(timeout time.Duration), err error) {
 	if path == "" {
 		if tf.keyFile != "" {
 			return nil, errors.New("--tasks-key-file needs task storage (--tasks-sqlite)")
@@ -45,7 +48,7 @@ func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.R
 		return nil, err
 	}
 	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask,
-		append(tf.storeOptions(), tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks")))...)
+		append(append(tf.storeOptions(), tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks"))), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("--tasks-sqlite: %w", err)
 	}
@@ -69,6 +72,24 @@ func closeTasks(st *tasks.RiverStore, timeout time.Duration, logger *slog.Logger
 			logger.Warn("tasks: close", "error", err)
 		}
 	}
+}
+
+// taskOptions are the task store's tracer, metrics and, with
+// --tasks-callback-secret-file, its callbacks (ts.Callbacks is set then).
+func taskOptions(o *options, ts *server.Tasks, tracer trace.Tracer, mets *metrics.Metrics, logger *slog.Logger) ([]tasks.Option, error) {
+	opts := []tasks.Option{tasks.WithTracer(tracer), tasks.WithObserver(mets)}
+	if o.tasksCallbackSecret == "" {
+		return opts, nil
+	}
+	if o.tasksSQLite == "" {
+		return nil, errors.New("--tasks-callback-secret-file needs task storage (--tasks-sqlite)")
+	}
+	sec, err := tasks.NewCallbackSecret(o.tasksCallbackSecret, nil, func(msg string, args ...any) { logger.Warn(msg, args...) })
+	if err != nil {
+		return nil, fmt.Errorf("--tasks-callback-secret-file: %w", err)
+	}
+	ts.Callbacks = true
+	return append(opts, tasks.WithCallbacks(tasks.Callbacks{Secret: sec, Body: server.TaskJSON})), nil
 }
 
 // warnAndAbove passes on only warnings and errors: River logs every

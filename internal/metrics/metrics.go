@@ -2,7 +2,9 @@
 // retries, retry delays, hints, probes, calls in flight and parked, and the
 // state of the shared store (degraded, the cause, state changes), and the
 // broker-held credentials (token fetches and expiry, secret file reloads,
-// attempts not sent for want of a credential).
+// attempts not sent for want of a credential), and the deferred calls
+// (tasks by state, the oldest due task, dispatch lag, dispatches and
+// callbacks).
 package metrics
 
 import (
@@ -39,7 +41,8 @@ type Metrics struct {
 	// storeDegraded is the last state SetStoreHealth reported.
 	storeDegraded atomic.Bool
 
-	ops *opsMetrics // calls, gates, store round trips, streams (calls.go)
+	ops   *opsMetrics  // calls, gates, store round trips, streams (calls.go)
+	tasks *taskMetrics // deferred calls (tasks.go)
 }
 
 // New registers the broker's collectors (and the Go and process
@@ -107,6 +110,8 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.ops = newOpsMetrics()
 	m.registry.MustRegister(m.ops.collectors()...)
+	m.tasks = newTaskMetrics()
+	m.registry.MustRegister(m.tasks.collectors()...)
 	return m
 }
 

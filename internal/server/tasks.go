@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -31,6 +33,10 @@ type Tasks struct {
 	Store  tasks.Store
 	Tenant func(id string) (*tenant.Tenant, bool)
 	Keys   *tasks.Keyring
+	// Callbacks is true when the store delivers callbacks (the broker has
+	// --tasks-callback-secret-file); without it a task with a callback is
+	// refused with FAILED_PRECONDITION.
+	Callbacks bool
 }
 
 // WithTasks enables the task RPCs on ts (with Execute's executor, which
@@ -85,8 +91,15 @@ func (s *Service) CreateTask(ctx context.Context, req *rbv1.CreateTaskRequest) (
 	if !giveUp.IsZero() && !notBefore.IsZero() && !giveUp.After(notBefore) {
 		v.add("give_up_after", "must be after not_before")
 	}
-	if req.GetCallback() != nil {
-		v.add("callback", "task callbacks are not supported yet")
+	callbackURL := ""
+	if cb := req.GetCallback(); cb != nil {
+		if _, err := parseHTTPURL(cb.GetUrl()); cb.GetUrl() == "" {
+			v.add("callback.url", "required")
+		} else if err != nil {
+			v.add("callback.url", "%s", err.Error())
+		} else {
+			callbackURL = cb.GetUrl()
+		}
 	}
 	if s.tasks.Keys == nil {
 		for i, h := range req.GetExecute().GetRequest().GetHeaders() {
@@ -98,6 +111,10 @@ func (s *Service) CreateTask(ctx context.Context, req *rbv1.CreateTaskRequest) (
 	}
 	if err := v.err(); err != nil {
 		return nil, err
+	}
+	if callbackURL != "" && !s.tasks.Callbacks {
+		return nil, status.Error(codes.FailedPrecondition,
+			"task callbacks are not enabled on this broker (start it with --tasks-callback-secret-file FILE)")
 	}
 	call, _, err := s.prepare(ctx, req.GetExecute()) // every check Execute makes
 	if err != nil {
@@ -119,6 +136,7 @@ func (s *Service) CreateTask(ctx context.Context, req *rbv1.CreateTaskRequest) (
 		Tenant: t.ID, ID: id, Policy: req.GetExecute().GetPolicy(),
 		NotBefore: notBefore, GiveUpAfter: giveUp,
 		IdempotencyKey: call.Header.Get(call.Policy.IdempotencyHeader), Request: raw,
+		CallbackURL: callbackURL,
 	})
 	if err != nil {
 		return nil, taskError(err)
@@ -309,6 +327,8 @@ func taskToProto(t *tasks.Task) *rbv1.Task {
 		Outcome:    rbv1.Outcome(outcomes.proto(t.Outcome)),
 		CreateTime: timestamppb.New(t.CreateTime), UpdateTime: timestamppb.New(t.UpdateTime),
 		WaitReason: t.WaitReason, IdempotencyKey: t.IdempotencyKey,
+		CallbackState: rbv1.TaskCallbackState(t.Callback), CallbackAttempts: int32(min(t.CallbackAttempts, math.MaxInt32)),
+		CallbackLastError: t.CallbackError,
 	}
 	if !t.GiveUpAfter.IsZero() {
 		out.GiveUpAfter = timestamppb.New(t.GiveUpAfter)
@@ -404,4 +424,11 @@ func (s *Service) WatchTask(req *rbv1.WatchTaskRequest, stream grpc.ServerStream
 		case <-tick.C:
 		}
 	}
+}
+
+// TaskJSON is the body of a task's callback: the Task message in
+// protobuf's JSON mapping (lowerCamelCase names, enums by name, times in
+// RFC 3339, bytes in base64), as a client decodes it with its protojson.
+func TaskJSON(t *tasks.Task) ([]byte, error) {
+	return protojson.Marshal(taskToProto(t))
 }

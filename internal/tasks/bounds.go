@@ -220,10 +220,10 @@ func (s *RiverStore) release(ctx context.Context, tx execer, tenant string, pend
 	return nil
 }
 
-// execRecord runs the UPDATE q of a dispatch's verdict on a task of
-// tenant; when it moves the task to a final state, the task stops counting
-// as pending in the same transaction.
-func (s *RiverStore) execRecord(ctx context.Context, tenant string, to State, q string, args ...any) (sql.Result, error) {
+// execRecord runs the UPDATE q of a dispatch's verdict on task r; when it
+// moves the task to a final state, the task stops counting as pending and
+// its callback (if any) is scheduled, in the same transaction.
+func (s *RiverStore) execRecord(ctx context.Context, r *row, to State, q string, args ...any) (sql.Result, error) {
 	if !to.Final() {
 		return s.db.ExecContext(ctx, q, args...)
 	}
@@ -237,7 +237,10 @@ func (s *RiverStore) execRecord(ctx context.Context, tenant string, to State, q 
 		return nil, err
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
-		if err := s.release(ctx, tx, tenant, 1, 0); err != nil {
+		if err := s.release(ctx, tx, r.Tenant, 1, 0); err != nil {
+			return nil, err
+		}
+		if err := s.scheduleCallback(ctx, tx, r); err != nil {
 			return nil, err
 		}
 	}

@@ -56,6 +56,9 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 	if nt.IdempotencyKey == "" {
 		nt.IdempotencyKey = uuid.NewString()
 	}
+	if nt.TraceParent == "" && nt.TraceState == "" {
+		nt.TraceParent, nt.TraceState = traceContextOf(ctx) // the caller's, not the batch runner's
+	}
 	r := &createReq{nt: nt, done: make(chan struct{})}
 	b := &s.creates
 	b.mu.Lock()
@@ -124,11 +127,13 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		first[k] = r
 		res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
 			(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-			 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0)
+			 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
+			 callback_url, callback_state, trace_parent, trace_state)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0, ?, ?, ?, ?)
 			ON CONFLICT (tenant, task_id) DO NOTHING`),
 			nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
-			nano(now), nano(now), nano(r.next), nt.IdempotencyKey, nt.Request)
+			nano(now), nano(now), nano(r.next), nt.IdempotencyKey, nt.Request,
+			nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), nt.TraceParent, nt.TraceState)
 		if err != nil {
 			fail(fmt.Errorf("tasks: insert: %w", err))
 			return
@@ -189,6 +194,7 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 			NotBefore: stored(nt.NotBefore), GiveUpAfter: stored(nt.GiveUpAfter), Attempts: []engine.AttemptRecord{},
 			CreateTime: stored(now), UpdateTime: stored(now), NextRunTime: stored(r.next),
 			IdempotencyKey: nt.IdempotencyKey, Request: nt.Request,
+			CallbackURL: nt.CallbackURL, Callback: callbackStateAtCreate(nt.CallbackURL),
 		}, true
 	}
 	for _, r := range batch {

@@ -12,6 +12,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"modernc.org/sqlite" // the pure-Go SQLite driver, the one River's own SQLite tests use
 
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -48,8 +50,58 @@ const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	response BLOB,
 	request BLOB NOT NULL,
 	job_id INTEGER NOT NULL,
+	callback_url TEXT NOT NULL DEFAULT '',
+	callback_state INTEGER NOT NULL DEFAULT 0,
+	callback_attempts INTEGER NOT NULL DEFAULT 0,
+	callback_error TEXT NOT NULL DEFAULT '',
+	callback_id TEXT NOT NULL DEFAULT '',
+	trace_parent TEXT NOT NULL DEFAULT '',
+	trace_state TEXT NOT NULL DEFAULT '',
 	UNIQUE (tenant, task_id)
 )`
+
+// addedColumns are the columns retrybroker_task gained after its first
+// version (callbacks, the trace context): a table an older broker made
+// (make run keeps its file) gets them at open. Types are INTEGER and TEXT
+// with constant defaults, which SQLite's and PostgreSQL's ALTER TABLE
+// both take.
+var addedColumns = []struct{ name, def string }{
+	{"callback_url", "TEXT NOT NULL DEFAULT ''"},
+	{"callback_state", "INTEGER NOT NULL DEFAULT 0"},
+	{"callback_attempts", "INTEGER NOT NULL DEFAULT 0"},
+	{"callback_error", "TEXT NOT NULL DEFAULT ''"},
+	{"callback_id", "TEXT NOT NULL DEFAULT ''"},
+	{"trace_parent", "TEXT NOT NULL DEFAULT ''"},
+	{"trace_state", "TEXT NOT NULL DEFAULT ''"},
+}
+
+// addColumns adds the addedColumns db's retrybroker_task lacks (a column
+// is there when selecting it succeeds, the one test both databases share).
+func addColumns(ctx context.Context, db *sql.DB) error {
+	for _, c := range addedColumns {
+		rows, err := db.QueryContext(ctx, `SELECT `+c.name+` FROM retrybroker_task WHERE 1 = 0`)
+		if err == nil {
+			err = rows.Close()
+		}
+		if err == nil {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE retrybroker_task ADD COLUMN `+c.name+` `+c.def); err != nil {
+			return fmt.Errorf("tasks: add column %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// indexes serve the task metrics' periodic reads (Stats): the counts by
+// tenant and state (a covering index scan: 15-17 ms for 100,000 tasks in
+// SQLite, against 360-400 ms for the table scan, which would hold the one
+// connection that long every stats interval), and the oldest due task (an
+// index search).
+var indexes = []string{
+	`CREATE INDEX IF NOT EXISTS retrybroker_task_tenant_state ON retrybroker_task (tenant, state)`,
+	`CREATE INDEX IF NOT EXISTS retrybroker_task_due ON retrybroker_task (state, next_run_time)`,
+}
 
 // RiverStore is the Store over River and a SQLite file; it also runs the
 // River client whose worker dispatches due tasks.
@@ -65,6 +117,13 @@ type RiverStore struct {
 	limits
 	stopSweep context.CancelFunc
 	swept     chan struct{}
+	tracer    trace.Tracer
+	obs       Observer
+	cb        callbacks
+
+	statsEvery time.Duration
+	statsStop  chan struct{}
+	statsDone  chan struct{}
 }
 
 // Option configures OpenSQLite.
@@ -77,6 +136,10 @@ type options struct {
 	pollInterval time.Duration
 	maxWatches   int
 	limits
+	tracer     trace.Tracer
+	obs        Observer
+	cb         callbacks
+	statsEvery time.Duration
 }
 
 // WithClock sets the clock of the task times (default the system clock).
@@ -93,12 +156,37 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 // SQLite has no LISTEN/NOTIFY, so River polls).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
 
+// WithTracer sets the tracer of the task.dispatch span that each dispatch
+// runs in (default a no-op tracer); see dispatchSpan.
+func WithTracer(t trace.Tracer) Option { return func(o *options) { o.tracer = t } }
+
+// WithObserver sets what is told of dispatches, callbacks and the stored
+// tasks (default NopObserver).
+func WithObserver(obs Observer) Option { return func(o *options) { o.obs = obs } }
+
+// WithStatsInterval sets how often the counts of stored tasks by tenant
+// and state and the age of the oldest due task are read for the
+// observer (default DefaultStatsInterval; 0 or less keeps it).
+func WithStatsInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.statsEvery = d
+		}
+	}
+}
+
+// DefaultStatsInterval is how often the task counts are read by default.
+const DefaultStatsInterval = 15 * time.Second
+
 // OpenSQLite opens (creating when missing) the SQLite file at path, runs
 // River's migrations and the broker's, and returns a store whose worker
 // dispatches each due task with prepare and runner. Call Start to begin
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
-	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond, limits: defaultLimits}
+	o := options{
+		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond, limits: defaultLimits,
+		tracer: noop.NewTracerProvider().Tracer(""), obs: NopObserver{}, cb: defaultCallbacks(), statsEvery: DefaultStatsInterval,
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -128,7 +216,18 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
-	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits}
+	if err := addColumns(ctx, db); err != nil {
+		return nil, err
+	}
+	for _, q := range indexes {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("tasks: create index: %w", err)
+		}
+	}
+	s := &RiverStore{
+		db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits,
+		tracer: o.tracer, obs: o.obs, cb: o.cb, statsEvery: o.statsEvery,
+	}
 	s.watches.max = o.maxWatches
 	if err := s.createUsage(ctx); err != nil {
 		return nil, err
@@ -136,6 +235,7 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	riverDone, riverDiscarded := o.riverRetention()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{s: s})
+	river.AddWorker(workers, &callbackWorker{s: s})
 	s.client, err = river.NewClient(driver, &river.Config{
 		Logger:            o.logger,
 		Workers:           workers,
@@ -144,6 +244,9 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
 		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
 		MaxAttempts:       25,
+		// Rescues callback jobs of a broker that died mid-try (their
+		// worker sets a Timeout); dispatch jobs, with no timeout, are not.
+		RescueStuckJobsAfter: o.cb.rescueAfter(),
 		// River's job rows live no longer than the tasks they ran.
 		CompletedJobRetentionPeriod: riverDone,
 		CancelledJobRetentionPeriod: riverDone,
@@ -155,8 +258,9 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	return s, nil
 }
 
-// Start begins dispatching due tasks and deleting final ones past their
-// retention (see Sweep); it returns at once.
+// Start begins dispatching due tasks, deleting final ones past their
+// retention (see Sweep) and reading the task counts for the observer every
+// stats interval; it returns at once.
 func (s *RiverStore) Start(ctx context.Context) error {
 	if err := s.client.Start(ctx); err != nil {
 		return err
@@ -165,6 +269,10 @@ func (s *RiverStore) Start(ctx context.Context) error {
 		sctx, cancel := context.WithCancel(ctx)
 		s.stopSweep, s.swept = cancel, make(chan struct{})
 		go func() { defer close(s.swept); s.sweepLoop(sctx) }()
+	}
+	if s.statsStop == nil {
+		s.statsStop, s.statsDone = make(chan struct{}), make(chan struct{})
+		go s.watchStats(context.WithoutCancel(ctx))
 	}
 	return nil
 }
@@ -176,6 +284,11 @@ func (s *RiverStore) Close(ctx context.Context) error {
 	if s.stopSweep != nil {
 		s.stopSweep()
 		<-s.swept
+	}
+	if s.statsStop != nil {
+		close(s.statsStop)
+		<-s.statsDone
+		s.statsStop = nil
 	}
 	err := s.client.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

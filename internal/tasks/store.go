@@ -16,12 +16,18 @@ import (
 )
 
 const columns = `seq, tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-	wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id`
+	wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
+	callback_url, callback_state, callback_attempts, callback_error, callback_id, trace_parent, trace_state`
 
 type row struct {
 	Task
 	seq   int64
 	jobID int64
+	// callbackID is the webhook-id of the current final state's callback.
+	callbackID string
+	// traceParent and traceState are the CreateTask call's W3C trace
+	// context (empty when it had none).
+	traceParent, traceState string
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -31,7 +37,8 @@ func scanRow(sc scanner) (*row, error) {
 	var notBefore, giveUp, created, updated, next int64
 	var attempts, response []byte
 	if err := sc.Scan(&r.seq, &r.Tenant, &r.ID, &r.Policy, &r.State, &notBefore, &giveUp, &created, &updated, &next,
-		&r.WaitReason, &r.IdempotencyKey, &r.Dispatches, &r.Outcome, &r.Error, &attempts, &response, &r.Request, &r.jobID); err != nil {
+		&r.WaitReason, &r.IdempotencyKey, &r.Dispatches, &r.Outcome, &r.Error, &attempts, &response, &r.Request, &r.jobID,
+		&r.CallbackURL, &r.Callback, &r.CallbackAttempts, &r.CallbackError, &r.callbackID, &r.traceParent, &r.traceState); err != nil {
 		return nil, err
 	}
 	r.NotBefore, r.GiveUpAfter, r.CreateTime, r.UpdateTime, r.NextRunTime = unnano(notBefore), unnano(giveUp), unnano(created), unnano(updated), unnano(next)
@@ -166,6 +173,9 @@ func (s *RiverStore) Cancel(ctx context.Context, tenant, id string) (*Task, erro
 		if err := s.release(ctx, tx, tenant, 1, 0); err != nil {
 			return nil, err
 		}
+		if err := s.scheduleCallback(ctx, tx, r); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("tasks: commit: %w", err)
@@ -201,7 +211,9 @@ func (s *RiverStore) Retry(ctx context.Context, tenant, id string) (*Task, error
 	}
 	defer func() { _ = tx.Rollback() }()
 	res, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ?, next_run_time = ?, give_up_after = ?,
-		wait_reason = '', error = '' WHERE seq = ? AND state = ?`), StateScheduled, nano(now), nano(now), giveUp, r.seq, StateFailed)
+		wait_reason = '', error = '', callback_state = ?, callback_attempts = 0, callback_error = '', callback_id = ''
+		WHERE seq = ? AND state = ?`),
+		StateScheduled, nano(now), nano(now), giveUp, callbackStateAtCreate(r.CallbackURL), r.seq, StateFailed)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: retry: %w", err)
 	}

@@ -78,6 +78,13 @@ type Task struct {
 	Dispatches int
 	// Request is the stored request, opaque to this package.
 	Request []byte
+	// CallbackURL is where the final task is POSTed (empty: no callback);
+	// Callback, CallbackAttempts and CallbackError say how its delivery
+	// for the current final state goes (see callback.go).
+	CallbackURL      string
+	Callback         CallbackState
+	CallbackAttempts int
+	CallbackError    string
 }
 
 // NewTask is what Create stores.
@@ -93,6 +100,13 @@ type NewTask struct {
 	// means a generated UUID.
 	IdempotencyKey string
 	Request        []byte
+	// CallbackURL, when set, receives the final task (WithCallbacks must
+	// be configured; the server checks that).
+	CallbackURL string
+	// TraceParent and TraceState are the W3C trace context the task's
+	// dispatch spans link to; Create fills them from its context's span
+	// when both are empty.
+	TraceParent, TraceState string
 }
 
 // ErrNotFound reports a task that does not exist in the caller's tenant.

@@ -41,11 +41,16 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
 	}
+	becameDue := r.NextRunTime
 	if ok, err := s.transition(ctx, r, StateRunning, now); err != nil || !ok {
 		return err
 	}
+	s.obs.TaskDispatchStarted(now.Sub(becameDue))
+	ctx, span := s.dispatchSpan(ctx, r)
+	defer span.End()
 	call, err := s.prepare(ctx, r.Tenant, r.ID, r.Request)
 	if err != nil {
+		s.dispatchDone(span, "error", StateFailed)
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, err)
 	}
 	s.capResponse(call)
@@ -57,6 +62,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if ctx.Err() != nil {
 		// The broker is stopping: the task runs again at the next start,
 		// with no attempt used up.
+		s.dispatchDone(span, "interrupted", StateScheduled)
 		if _, err := s.record(context.WithoutCancel(ctx), r, verdict{state: StateScheduled}, res, nil); err != nil {
 			return err
 		}
@@ -69,7 +75,22 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 			runErr = fmt.Errorf("the task would wait (%s) past give_up_after", res.Outcome)
 		}
 	}
+	s.dispatchDone(span, outcomeLabel(res, runErr, v), v.state)
 	return s.finish(ctx, r, v, res, runErr)
+}
+
+// outcomeLabel names how a dispatch ended, for the dispatch counter: the
+// engine's outcome ("success", "gate_closed", ...), "pacing",
+// "store_unavailable", or "error" (a refused destination, an invalid
+// stored request).
+func outcomeLabel(res *engine.Result, runErr error, v verdict) string {
+	switch {
+	case v.state == StateWaiting && (v.reason == "pacing" || v.reason == "store_unavailable"):
+		return v.reason
+	case runErr != nil || res == nil:
+		return "error"
+	}
+	return res.Outcome.String()
 }
 
 // transition moves r from its stored state to to; false when the row
@@ -166,7 +187,10 @@ func (s *RiverStore) record(ctx context.Context, r *row, v verdict, res *engine.
 		args = append(args, response)
 	}
 	args = append(args, r.seq, r.State)
-	ures, err := s.execRecord(ctx, r.Tenant, v.state, s.sql(q), args...)
+	// A final state, the task's release from its tenant's pending count
+	// and its callback's job are written in one transaction (execRecord):
+	// a broker killed between them would lose the callback.
+	ures, err := s.execRecord(ctx, r, v.state, s.sql(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("tasks: record %s: %w", v.state, err)
 	}

@@ -568,6 +568,70 @@ func (TaskState) EnumDescriptor() ([]byte, []int) {
 	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
+// TaskCallbackState is where the delivery of a task's callback is.
+type TaskCallbackState int32
+
+const (
+	// TASK_CALLBACK_STATE_UNSPECIFIED: the task has no callback.
+	TaskCallbackState_TASK_CALLBACK_STATE_UNSPECIFIED TaskCallbackState = 0
+	// TASK_CALLBACK_STATE_AWAITING_TASK: the task has a callback and is not final yet.
+	TaskCallbackState_TASK_CALLBACK_STATE_AWAITING_TASK TaskCallbackState = 1
+	// TASK_CALLBACK_STATE_PENDING: the task is final and its callback is
+	// being delivered (callback_attempts so far, callback_last_error the
+	// last failure).
+	TaskCallbackState_TASK_CALLBACK_STATE_PENDING TaskCallbackState = 2
+	// TASK_CALLBACK_STATE_DELIVERED: the receiver answered 2xx.
+	TaskCallbackState_TASK_CALLBACK_STATE_DELIVERED TaskCallbackState = 3
+	// TASK_CALLBACK_STATE_FAILED: the broker gave up (the destination guard
+	// refused the URL, or every try failed); callback_last_error says why.
+	TaskCallbackState_TASK_CALLBACK_STATE_FAILED TaskCallbackState = 4
+)
+
+// Enum value maps for TaskCallbackState.
+var (
+	TaskCallbackState_name = map[int32]string{
+		0: "TASK_CALLBACK_STATE_UNSPECIFIED",
+		1: "TASK_CALLBACK_STATE_AWAITING_TASK",
+		2: "TASK_CALLBACK_STATE_PENDING",
+		3: "TASK_CALLBACK_STATE_DELIVERED",
+		4: "TASK_CALLBACK_STATE_FAILED",
+	}
+	TaskCallbackState_value = map[string]int32{
+		"TASK_CALLBACK_STATE_UNSPECIFIED":   0,
+		"TASK_CALLBACK_STATE_AWAITING_TASK": 1,
+		"TASK_CALLBACK_STATE_PENDING":       2,
+		"TASK_CALLBACK_STATE_DELIVERED":     3,
+		"TASK_CALLBACK_STATE_FAILED":        4,
+	}
+)
+
+func (x TaskCallbackState) Enum() *TaskCallbackState {
+	p := new(TaskCallbackState)
+	*p = x
+	return p
+}
+
+func (x TaskCallbackState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskCallbackState) Descriptor() protoreflect.EnumDescriptor {
+	return file_retrybroker_v1_broker_proto_enumTypes[6].Descriptor()
+}
+
+func (TaskCallbackState) Type() protoreflect.EnumType {
+	return &file_retrybroker_v1_broker_proto_enumTypes[6]
+}
+
+func (x TaskCallbackState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskCallbackState.Descriptor instead.
+func (TaskCallbackState) EnumDescriptor() ([]byte, []int) {
+	return file_retrybroker_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
 // HttpHeader is one header line. Lists of headers keep their order and their
 // duplicates: a header that appears twice is sent (or was received) twice.
 type HttpHeader struct {
@@ -1764,13 +1828,16 @@ func (x *StreamEnd) GetProvider() string {
 	return ""
 }
 
-// TaskCallback asks the broker to POST the final task as JSON to url,
-// signed as Standard Webhooks do. Not built yet: a request that sets it is
-// refused with INVALID_ARGUMENT.
+// TaskCallback asks the broker to POST the final task as JSON (the Task
+// message in protobuf's JSON mapping) to url when the task reaches a final
+// state, signed as Standard Webhooks do (webhook-id, webhook-timestamp,
+// webhook-signature; see docs/tasks.md). The broker must be started with
+// --tasks-callback-secret-file, or CreateTask answers FAILED_PRECONDITION.
 type TaskCallback struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// url is the https (or, when the policy allows, http) URL to call; it is
-	// checked by the destination guard.
+	// url is the http or https URL to POST to (validated as the request's
+	// URL is); it is dialled through the destination guard with the task
+	// policy's allow_destinations, allow_ports and allow_hosts.
 	Url           string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1930,8 +1997,18 @@ type Task struct {
 	// idempotency_key is the value of the policy's idempotency header that
 	// every send of the task carries.
 	IdempotencyKey string `protobuf:"bytes,13,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// callback_state is where the delivery of the task's callback is
+	// (UNSPECIFIED: the task has none).
+	CallbackState TaskCallbackState `protobuf:"varint,14,opt,name=callback_state,json=callbackState,proto3,enum=retrybroker.v1.TaskCallbackState" json:"callback_state,omitempty"`
+	// callback_attempts counts the POSTs tried for the current final state
+	// (a refused destination counts one, though nothing was sent).
+	CallbackAttempts int32 `protobuf:"varint,15,opt,name=callback_attempts,json=callbackAttempts,proto3" json:"callback_attempts,omitempty"`
+	// callback_last_error describes the last failed try (the receiver's
+	// status, a transport error or a refused destination); empty after a
+	// delivery. It never holds the signing secret.
+	CallbackLastError string `protobuf:"bytes,16,opt,name=callback_last_error,json=callbackLastError,proto3" json:"callback_last_error,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -2051,6 +2128,27 @@ func (x *Task) GetWaitReason() string {
 func (x *Task) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *Task) GetCallbackState() TaskCallbackState {
+	if x != nil {
+		return x.CallbackState
+	}
+	return TaskCallbackState_TASK_CALLBACK_STATE_UNSPECIFIED
+}
+
+func (x *Task) GetCallbackAttempts() int32 {
+	if x != nil {
+		return x.CallbackAttempts
+	}
+	return 0
+}
+
+func (x *Task) GetCallbackLastError() string {
+	if x != nil {
+		return x.CallbackLastError
 	}
 	return ""
 }
@@ -2470,7 +2568,7 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"not_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnotBefore\x12>\n" +
 	"\rgive_up_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vgiveUpAfter\x128\n" +
-	"\bcallback\x18\x05 \x01(\v2\x1c.retrybroker.v1.TaskCallbackR\bcallback\"\x89\x05\n" +
+	"\bcallback\x18\x05 \x01(\v2\x1c.retrybroker.v1.TaskCallbackR\bcallback\"\xb0\x06\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12/\n" +
@@ -2489,7 +2587,10 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\rnext_run_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vnextRunTime\x12\x1f\n" +
 	"\vwait_reason\x18\f \x01(\tR\n" +
 	"waitReason\x12'\n" +
-	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\")\n" +
+	"\x0fidempotency_key\x18\r \x01(\tR\x0eidempotencyKey\x12H\n" +
+	"\x0ecallback_state\x18\x0e \x01(\x0e2!.retrybroker.v1.TaskCallbackStateR\rcallbackState\x12+\n" +
+	"\x11callback_attempts\x18\x0f \x01(\x05R\x10callbackAttempts\x12.\n" +
+	"\x13callback_last_error\x18\x10 \x01(\tR\x11callbackLastError\")\n" +
 	"\x0eGetTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x7f\n" +
 	"\x10ListTasksRequest\x12/\n" +
@@ -2578,7 +2679,13 @@ const file_retrybroker_v1_broker_proto_rawDesc = "" +
 	"\x12TASK_STATE_RUNNING\x10\x03\x12\x18\n" +
 	"\x14TASK_STATE_SUCCEEDED\x10\x04\x12\x15\n" +
 	"\x11TASK_STATE_FAILED\x10\x05\x12\x18\n" +
-	"\x14TASK_STATE_CANCELLED\x10\x062\xc9\x05\n" +
+	"\x14TASK_STATE_CANCELLED\x10\x06*\xc3\x01\n" +
+	"\x11TaskCallbackState\x12#\n" +
+	"\x1fTASK_CALLBACK_STATE_UNSPECIFIED\x10\x00\x12%\n" +
+	"!TASK_CALLBACK_STATE_AWAITING_TASK\x10\x01\x12\x1f\n" +
+	"\x1bTASK_CALLBACK_STATE_PENDING\x10\x02\x12!\n" +
+	"\x1dTASK_CALLBACK_STATE_DELIVERED\x10\x03\x12\x1e\n" +
+	"\x1aTASK_CALLBACK_STATE_FAILED\x10\x042\xc9\x05\n" +
 	"\rBrokerService\x12J\n" +
 	"\aExecute\x12\x1e.retrybroker.v1.ExecuteRequest\x1a\x1f.retrybroker.v1.ExecuteResponse\x12e\n" +
 	"\x10ClassifyResponse\x12'.retrybroker.v1.ClassifyResponseRequest\x1a(.retrybroker.v1.ClassifyResponseResponse\x12X\n" +
@@ -2604,7 +2711,7 @@ func file_retrybroker_v1_broker_proto_rawDescGZIP() []byte {
 	return file_retrybroker_v1_broker_proto_rawDescData
 }
 
-var file_retrybroker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_retrybroker_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_retrybroker_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_retrybroker_v1_broker_proto_goTypes = []any{
 	(Action)(0),                      // 0: retrybroker.v1.Action
@@ -2613,105 +2720,107 @@ var file_retrybroker_v1_broker_proto_goTypes = []any{
 	(Outcome)(0),                     // 3: retrybroker.v1.Outcome
 	(BodyEnd)(0),                     // 4: retrybroker.v1.BodyEnd
 	(TaskState)(0),                   // 5: retrybroker.v1.TaskState
-	(*HttpHeader)(nil),               // 6: retrybroker.v1.HttpHeader
-	(*Decision)(nil),                 // 7: retrybroker.v1.Decision
-	(*ClassifyResponseRequest)(nil),  // 8: retrybroker.v1.ClassifyResponseRequest
-	(*ClassifyResponseResponse)(nil), // 9: retrybroker.v1.ClassifyResponseResponse
-	(*HttpRequest)(nil),              // 10: retrybroker.v1.HttpRequest
-	(*HttpResponse)(nil),             // 11: retrybroker.v1.HttpResponse
-	(*ExecuteOverrides)(nil),         // 12: retrybroker.v1.ExecuteOverrides
-	(*ExecuteRequest)(nil),           // 13: retrybroker.v1.ExecuteRequest
-	(*Attempt)(nil),                  // 14: retrybroker.v1.Attempt
-	(*ExecuteResponse)(nil),          // 15: retrybroker.v1.ExecuteResponse
-	(*ExecuteStreamResponse)(nil),    // 16: retrybroker.v1.ExecuteStreamResponse
-	(*StreamHead)(nil),               // 17: retrybroker.v1.StreamHead
-	(*StreamEnd)(nil),                // 18: retrybroker.v1.StreamEnd
-	(*TaskCallback)(nil),             // 19: retrybroker.v1.TaskCallback
-	(*CreateTaskRequest)(nil),        // 20: retrybroker.v1.CreateTaskRequest
-	(*Task)(nil),                     // 21: retrybroker.v1.Task
-	(*GetTaskRequest)(nil),           // 22: retrybroker.v1.GetTaskRequest
-	(*ListTasksRequest)(nil),         // 23: retrybroker.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 24: retrybroker.v1.ListTasksResponse
-	(*CancelTaskRequest)(nil),        // 25: retrybroker.v1.CancelTaskRequest
-	(*WatchTaskRequest)(nil),         // 26: retrybroker.v1.WatchTaskRequest
-	(*RetryTaskRequest)(nil),         // 27: retrybroker.v1.RetryTaskRequest
-	(*durationpb.Duration)(nil),      // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 29: google.protobuf.Timestamp
+	(TaskCallbackState)(0),           // 6: retrybroker.v1.TaskCallbackState
+	(*HttpHeader)(nil),               // 7: retrybroker.v1.HttpHeader
+	(*Decision)(nil),                 // 8: retrybroker.v1.Decision
+	(*ClassifyResponseRequest)(nil),  // 9: retrybroker.v1.ClassifyResponseRequest
+	(*ClassifyResponseResponse)(nil), // 10: retrybroker.v1.ClassifyResponseResponse
+	(*HttpRequest)(nil),              // 11: retrybroker.v1.HttpRequest
+	(*HttpResponse)(nil),             // 12: retrybroker.v1.HttpResponse
+	(*ExecuteOverrides)(nil),         // 13: retrybroker.v1.ExecuteOverrides
+	(*ExecuteRequest)(nil),           // 14: retrybroker.v1.ExecuteRequest
+	(*Attempt)(nil),                  // 15: retrybroker.v1.Attempt
+	(*ExecuteResponse)(nil),          // 16: retrybroker.v1.ExecuteResponse
+	(*ExecuteStreamResponse)(nil),    // 17: retrybroker.v1.ExecuteStreamResponse
+	(*StreamHead)(nil),               // 18: retrybroker.v1.StreamHead
+	(*StreamEnd)(nil),                // 19: retrybroker.v1.StreamEnd
+	(*TaskCallback)(nil),             // 20: retrybroker.v1.TaskCallback
+	(*CreateTaskRequest)(nil),        // 21: retrybroker.v1.CreateTaskRequest
+	(*Task)(nil),                     // 22: retrybroker.v1.Task
+	(*GetTaskRequest)(nil),           // 23: retrybroker.v1.GetTaskRequest
+	(*ListTasksRequest)(nil),         // 24: retrybroker.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 25: retrybroker.v1.ListTasksResponse
+	(*CancelTaskRequest)(nil),        // 26: retrybroker.v1.CancelTaskRequest
+	(*WatchTaskRequest)(nil),         // 27: retrybroker.v1.WatchTaskRequest
+	(*RetryTaskRequest)(nil),         // 28: retrybroker.v1.RetryTaskRequest
+	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 30: google.protobuf.Timestamp
 }
 var file_retrybroker_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: retrybroker.v1.Decision.action:type_name -> retrybroker.v1.Action
-	28, // 1: retrybroker.v1.Decision.delay:type_name -> google.protobuf.Duration
-	28, // 2: retrybroker.v1.Decision.hint:type_name -> google.protobuf.Duration
+	29, // 1: retrybroker.v1.Decision.delay:type_name -> google.protobuf.Duration
+	29, // 2: retrybroker.v1.Decision.hint:type_name -> google.protobuf.Duration
 	1,  // 3: retrybroker.v1.Decision.reason:type_name -> retrybroker.v1.Reason
-	6,  // 4: retrybroker.v1.ClassifyResponseRequest.headers:type_name -> retrybroker.v1.HttpHeader
-	29, // 5: retrybroker.v1.ClassifyResponseRequest.now:type_name -> google.protobuf.Timestamp
+	7,  // 4: retrybroker.v1.ClassifyResponseRequest.headers:type_name -> retrybroker.v1.HttpHeader
+	30, // 5: retrybroker.v1.ClassifyResponseRequest.now:type_name -> google.protobuf.Timestamp
 	2,  // 6: retrybroker.v1.ClassifyResponseRequest.transport_error:type_name -> retrybroker.v1.TransportError
-	6,  // 7: retrybroker.v1.ClassifyResponseRequest.request_headers:type_name -> retrybroker.v1.HttpHeader
-	29, // 8: retrybroker.v1.ClassifyResponseRequest.deadline:type_name -> google.protobuf.Timestamp
-	7,  // 9: retrybroker.v1.ClassifyResponseResponse.decision:type_name -> retrybroker.v1.Decision
-	6,  // 10: retrybroker.v1.HttpRequest.headers:type_name -> retrybroker.v1.HttpHeader
-	6,  // 11: retrybroker.v1.HttpResponse.headers:type_name -> retrybroker.v1.HttpHeader
-	28, // 12: retrybroker.v1.ExecuteOverrides.max_delay:type_name -> google.protobuf.Duration
-	28, // 13: retrybroker.v1.ExecuteOverrides.total_timeout:type_name -> google.protobuf.Duration
-	28, // 14: retrybroker.v1.ExecuteOverrides.attempt_timeout:type_name -> google.protobuf.Duration
-	10, // 15: retrybroker.v1.ExecuteRequest.request:type_name -> retrybroker.v1.HttpRequest
-	12, // 16: retrybroker.v1.ExecuteRequest.overrides:type_name -> retrybroker.v1.ExecuteOverrides
-	29, // 17: retrybroker.v1.Attempt.start_time:type_name -> google.protobuf.Timestamp
-	28, // 18: retrybroker.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	7,  // 7: retrybroker.v1.ClassifyResponseRequest.request_headers:type_name -> retrybroker.v1.HttpHeader
+	30, // 8: retrybroker.v1.ClassifyResponseRequest.deadline:type_name -> google.protobuf.Timestamp
+	8,  // 9: retrybroker.v1.ClassifyResponseResponse.decision:type_name -> retrybroker.v1.Decision
+	7,  // 10: retrybroker.v1.HttpRequest.headers:type_name -> retrybroker.v1.HttpHeader
+	7,  // 11: retrybroker.v1.HttpResponse.headers:type_name -> retrybroker.v1.HttpHeader
+	29, // 12: retrybroker.v1.ExecuteOverrides.max_delay:type_name -> google.protobuf.Duration
+	29, // 13: retrybroker.v1.ExecuteOverrides.total_timeout:type_name -> google.protobuf.Duration
+	29, // 14: retrybroker.v1.ExecuteOverrides.attempt_timeout:type_name -> google.protobuf.Duration
+	11, // 15: retrybroker.v1.ExecuteRequest.request:type_name -> retrybroker.v1.HttpRequest
+	13, // 16: retrybroker.v1.ExecuteRequest.overrides:type_name -> retrybroker.v1.ExecuteOverrides
+	30, // 17: retrybroker.v1.Attempt.start_time:type_name -> google.protobuf.Timestamp
+	29, // 18: retrybroker.v1.Attempt.duration:type_name -> google.protobuf.Duration
 	2,  // 19: retrybroker.v1.Attempt.transport_error:type_name -> retrybroker.v1.TransportError
-	7,  // 20: retrybroker.v1.Attempt.decision:type_name -> retrybroker.v1.Decision
-	28, // 21: retrybroker.v1.Attempt.waited:type_name -> google.protobuf.Duration
-	11, // 22: retrybroker.v1.ExecuteResponse.response:type_name -> retrybroker.v1.HttpResponse
-	14, // 23: retrybroker.v1.ExecuteResponse.attempts:type_name -> retrybroker.v1.Attempt
+	8,  // 20: retrybroker.v1.Attempt.decision:type_name -> retrybroker.v1.Decision
+	29, // 21: retrybroker.v1.Attempt.waited:type_name -> google.protobuf.Duration
+	12, // 22: retrybroker.v1.ExecuteResponse.response:type_name -> retrybroker.v1.HttpResponse
+	15, // 23: retrybroker.v1.ExecuteResponse.attempts:type_name -> retrybroker.v1.Attempt
 	3,  // 24: retrybroker.v1.ExecuteResponse.outcome:type_name -> retrybroker.v1.Outcome
-	28, // 25: retrybroker.v1.ExecuteResponse.retry_after:type_name -> google.protobuf.Duration
-	17, // 26: retrybroker.v1.ExecuteStreamResponse.head:type_name -> retrybroker.v1.StreamHead
-	18, // 27: retrybroker.v1.ExecuteStreamResponse.end:type_name -> retrybroker.v1.StreamEnd
-	6,  // 28: retrybroker.v1.StreamHead.headers:type_name -> retrybroker.v1.HttpHeader
-	14, // 29: retrybroker.v1.StreamHead.attempts:type_name -> retrybroker.v1.Attempt
-	14, // 30: retrybroker.v1.StreamEnd.attempts:type_name -> retrybroker.v1.Attempt
+	29, // 25: retrybroker.v1.ExecuteResponse.retry_after:type_name -> google.protobuf.Duration
+	18, // 26: retrybroker.v1.ExecuteStreamResponse.head:type_name -> retrybroker.v1.StreamHead
+	19, // 27: retrybroker.v1.ExecuteStreamResponse.end:type_name -> retrybroker.v1.StreamEnd
+	7,  // 28: retrybroker.v1.StreamHead.headers:type_name -> retrybroker.v1.HttpHeader
+	15, // 29: retrybroker.v1.StreamHead.attempts:type_name -> retrybroker.v1.Attempt
+	15, // 30: retrybroker.v1.StreamEnd.attempts:type_name -> retrybroker.v1.Attempt
 	3,  // 31: retrybroker.v1.StreamEnd.outcome:type_name -> retrybroker.v1.Outcome
-	28, // 32: retrybroker.v1.StreamEnd.retry_after:type_name -> google.protobuf.Duration
+	29, // 32: retrybroker.v1.StreamEnd.retry_after:type_name -> google.protobuf.Duration
 	4,  // 33: retrybroker.v1.StreamEnd.body_end:type_name -> retrybroker.v1.BodyEnd
-	6,  // 34: retrybroker.v1.StreamEnd.trailers:type_name -> retrybroker.v1.HttpHeader
-	13, // 35: retrybroker.v1.CreateTaskRequest.execute:type_name -> retrybroker.v1.ExecuteRequest
-	29, // 36: retrybroker.v1.CreateTaskRequest.not_before:type_name -> google.protobuf.Timestamp
-	29, // 37: retrybroker.v1.CreateTaskRequest.give_up_after:type_name -> google.protobuf.Timestamp
-	19, // 38: retrybroker.v1.CreateTaskRequest.callback:type_name -> retrybroker.v1.TaskCallback
+	7,  // 34: retrybroker.v1.StreamEnd.trailers:type_name -> retrybroker.v1.HttpHeader
+	14, // 35: retrybroker.v1.CreateTaskRequest.execute:type_name -> retrybroker.v1.ExecuteRequest
+	30, // 36: retrybroker.v1.CreateTaskRequest.not_before:type_name -> google.protobuf.Timestamp
+	30, // 37: retrybroker.v1.CreateTaskRequest.give_up_after:type_name -> google.protobuf.Timestamp
+	20, // 38: retrybroker.v1.CreateTaskRequest.callback:type_name -> retrybroker.v1.TaskCallback
 	5,  // 39: retrybroker.v1.Task.state:type_name -> retrybroker.v1.TaskState
-	29, // 40: retrybroker.v1.Task.not_before:type_name -> google.protobuf.Timestamp
-	29, // 41: retrybroker.v1.Task.give_up_after:type_name -> google.protobuf.Timestamp
-	14, // 42: retrybroker.v1.Task.attempts:type_name -> retrybroker.v1.Attempt
-	11, // 43: retrybroker.v1.Task.response:type_name -> retrybroker.v1.HttpResponse
+	30, // 40: retrybroker.v1.Task.not_before:type_name -> google.protobuf.Timestamp
+	30, // 41: retrybroker.v1.Task.give_up_after:type_name -> google.protobuf.Timestamp
+	15, // 42: retrybroker.v1.Task.attempts:type_name -> retrybroker.v1.Attempt
+	12, // 43: retrybroker.v1.Task.response:type_name -> retrybroker.v1.HttpResponse
 	3,  // 44: retrybroker.v1.Task.outcome:type_name -> retrybroker.v1.Outcome
-	29, // 45: retrybroker.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	29, // 46: retrybroker.v1.Task.update_time:type_name -> google.protobuf.Timestamp
-	29, // 47: retrybroker.v1.Task.next_run_time:type_name -> google.protobuf.Timestamp
-	5,  // 48: retrybroker.v1.ListTasksRequest.state:type_name -> retrybroker.v1.TaskState
-	21, // 49: retrybroker.v1.ListTasksResponse.tasks:type_name -> retrybroker.v1.Task
-	13, // 50: retrybroker.v1.BrokerService.Execute:input_type -> retrybroker.v1.ExecuteRequest
-	8,  // 51: retrybroker.v1.BrokerService.ClassifyResponse:input_type -> retrybroker.v1.ClassifyResponseRequest
-	13, // 52: retrybroker.v1.BrokerService.ExecuteStream:input_type -> retrybroker.v1.ExecuteRequest
-	20, // 53: retrybroker.v1.BrokerService.CreateTask:input_type -> retrybroker.v1.CreateTaskRequest
-	22, // 54: retrybroker.v1.BrokerService.GetTask:input_type -> retrybroker.v1.GetTaskRequest
-	23, // 55: retrybroker.v1.BrokerService.ListTasks:input_type -> retrybroker.v1.ListTasksRequest
-	25, // 56: retrybroker.v1.BrokerService.CancelTask:input_type -> retrybroker.v1.CancelTaskRequest
-	26, // 57: retrybroker.v1.BrokerService.WatchTask:input_type -> retrybroker.v1.WatchTaskRequest
-	27, // 58: retrybroker.v1.BrokerService.RetryTask:input_type -> retrybroker.v1.RetryTaskRequest
-	15, // 59: retrybroker.v1.BrokerService.Execute:output_type -> retrybroker.v1.ExecuteResponse
-	9,  // 60: retrybroker.v1.BrokerService.ClassifyResponse:output_type -> retrybroker.v1.ClassifyResponseResponse
-	16, // 61: retrybroker.v1.BrokerService.ExecuteStream:output_type -> retrybroker.v1.ExecuteStreamResponse
-	21, // 62: retrybroker.v1.BrokerService.CreateTask:output_type -> retrybroker.v1.Task
-	21, // 63: retrybroker.v1.BrokerService.GetTask:output_type -> retrybroker.v1.Task
-	24, // 64: retrybroker.v1.BrokerService.ListTasks:output_type -> retrybroker.v1.ListTasksResponse
-	21, // 65: retrybroker.v1.BrokerService.CancelTask:output_type -> retrybroker.v1.Task
-	21, // 66: retrybroker.v1.BrokerService.WatchTask:output_type -> retrybroker.v1.Task
-	21, // 67: retrybroker.v1.BrokerService.RetryTask:output_type -> retrybroker.v1.Task
-	59, // [59:68] is the sub-list for method output_type
-	50, // [50:59] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	30, // 45: retrybroker.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	30, // 46: retrybroker.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	30, // 47: retrybroker.v1.Task.next_run_time:type_name -> google.protobuf.Timestamp
+	6,  // 48: retrybroker.v1.Task.callback_state:type_name -> retrybroker.v1.TaskCallbackState
+	5,  // 49: retrybroker.v1.ListTasksRequest.state:type_name -> retrybroker.v1.TaskState
+	22, // 50: retrybroker.v1.ListTasksResponse.tasks:type_name -> retrybroker.v1.Task
+	14, // 51: retrybroker.v1.BrokerService.Execute:input_type -> retrybroker.v1.ExecuteRequest
+	9,  // 52: retrybroker.v1.BrokerService.ClassifyResponse:input_type -> retrybroker.v1.ClassifyResponseRequest
+	14, // 53: retrybroker.v1.BrokerService.ExecuteStream:input_type -> retrybroker.v1.ExecuteRequest
+	21, // 54: retrybroker.v1.BrokerService.CreateTask:input_type -> retrybroker.v1.CreateTaskRequest
+	23, // 55: retrybroker.v1.BrokerService.GetTask:input_type -> retrybroker.v1.GetTaskRequest
+	24, // 56: retrybroker.v1.BrokerService.ListTasks:input_type -> retrybroker.v1.ListTasksRequest
+	26, // 57: retrybroker.v1.BrokerService.CancelTask:input_type -> retrybroker.v1.CancelTaskRequest
+	27, // 58: retrybroker.v1.BrokerService.WatchTask:input_type -> retrybroker.v1.WatchTaskRequest
+	28, // 59: retrybroker.v1.BrokerService.RetryTask:input_type -> retrybroker.v1.RetryTaskRequest
+	16, // 60: retrybroker.v1.BrokerService.Execute:output_type -> retrybroker.v1.ExecuteResponse
+	10, // 61: retrybroker.v1.BrokerService.ClassifyResponse:output_type -> retrybroker.v1.ClassifyResponseResponse
+	17, // 62: retrybroker.v1.BrokerService.ExecuteStream:output_type -> retrybroker.v1.ExecuteStreamResponse
+	22, // 63: retrybroker.v1.BrokerService.CreateTask:output_type -> retrybroker.v1.Task
+	22, // 64: retrybroker.v1.BrokerService.GetTask:output_type -> retrybroker.v1.Task
+	25, // 65: retrybroker.v1.BrokerService.ListTasks:output_type -> retrybroker.v1.ListTasksResponse
+	22, // 66: retrybroker.v1.BrokerService.CancelTask:output_type -> retrybroker.v1.Task
+	22, // 67: retrybroker.v1.BrokerService.WatchTask:output_type -> retrybroker.v1.Task
+	22, // 68: retrybroker.v1.BrokerService.RetryTask:output_type -> retrybroker.v1.Task
+	60, // [60:69] is the sub-list for method output_type
+	51, // [51:60] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_retrybroker_v1_broker_proto_init() }
@@ -2730,7 +2839,7 @@ func file_retrybroker_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_retrybroker_v1_broker_proto_rawDesc), len(file_retrybroker_v1_broker_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -642,16 +642,19 @@ export type StreamEnd = Message<"retrybroker.v1.StreamEnd"> & {
  */
 export declare const StreamEndSchema: GenMessage<StreamEnd>;
 /**
- * TaskCallback asks the broker to POST the final task as JSON to url,
- * signed as Standard Webhooks do. Not built yet: a request that sets it is
- * refused with INVALID_ARGUMENT.
+ * TaskCallback asks the broker to POST the final task as JSON (the Task
+ * message in protobuf's JSON mapping) to url when the task reaches a final
+ * state, signed as Standard Webhooks do (webhook-id, webhook-timestamp,
+ * webhook-signature; see docs/tasks.md). The broker must be started with
+ * --tasks-callback-secret-file, or CreateTask answers FAILED_PRECONDITION.
  *
  * @generated from message retrybroker.v1.TaskCallback
  */
 export type TaskCallback = Message<"retrybroker.v1.TaskCallback"> & {
     /**
-     * url is the https (or, when the policy allows, http) URL to call; it is
-     * checked by the destination guard.
+     * url is the http or https URL to POST to (validated as the request's
+     * URL is); it is dialled through the destination guard with the task
+     * policy's allow_destinations, allow_ports and allow_hosts.
      *
      * @generated from field: string url = 1;
      */
@@ -794,6 +797,28 @@ export type Task = Message<"retrybroker.v1.Task"> & {
      * @generated from field: string idempotency_key = 13;
      */
     idempotencyKey: string;
+    /**
+     * callback_state is where the delivery of the task's callback is
+     * (UNSPECIFIED: the task has none).
+     *
+     * @generated from field: retrybroker.v1.TaskCallbackState callback_state = 14;
+     */
+    callbackState: TaskCallbackState;
+    /**
+     * callback_attempts counts the POSTs tried for the current final state
+     * (a refused destination counts one, though nothing was sent).
+     *
+     * @generated from field: int32 callback_attempts = 15;
+     */
+    callbackAttempts: number;
+    /**
+     * callback_last_error describes the last failed try (the receiver's
+     * status, a transport error or a refused destination); empty after a
+     * delivery. It never holds the signing secret.
+     *
+     * @generated from field: string callback_last_error = 16;
+     */
+    callbackLastError: string;
 };
 /**
  * Describes the message retrybroker.v1.Task.
@@ -1419,6 +1444,50 @@ export declare enum TaskState {
  * Describes the enum retrybroker.v1.TaskState.
  */
 export declare const TaskStateSchema: GenEnum<TaskState>;
+/**
+ * TaskCallbackState is where the delivery of a task's callback is.
+ *
+ * @generated from enum retrybroker.v1.TaskCallbackState
+ */
+export declare enum TaskCallbackState {
+    /**
+     * TASK_CALLBACK_STATE_UNSPECIFIED: the task has no callback.
+     *
+     * @generated from enum value: TASK_CALLBACK_STATE_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * TASK_CALLBACK_STATE_AWAITING_TASK: the task has a callback and is not final yet.
+     *
+     * @generated from enum value: TASK_CALLBACK_STATE_AWAITING_TASK = 1;
+     */
+    AWAITING_TASK = 1,
+    /**
+     * TASK_CALLBACK_STATE_PENDING: the task is final and its callback is
+     * being delivered (callback_attempts so far, callback_last_error the
+     * last failure).
+     *
+     * @generated from enum value: TASK_CALLBACK_STATE_PENDING = 2;
+     */
+    PENDING = 2,
+    /**
+     * TASK_CALLBACK_STATE_DELIVERED: the receiver answered 2xx.
+     *
+     * @generated from enum value: TASK_CALLBACK_STATE_DELIVERED = 3;
+     */
+    DELIVERED = 3,
+    /**
+     * TASK_CALLBACK_STATE_FAILED: the broker gave up (the destination guard
+     * refused the URL, or every try failed); callback_last_error says why.
+     *
+     * @generated from enum value: TASK_CALLBACK_STATE_FAILED = 4;
+     */
+    FAILED = 4
+}
+/**
+ * Describes the enum retrybroker.v1.TaskCallbackState.
+ */
+export declare const TaskCallbackStateSchema: GenEnum<TaskCallbackState>;
 /**
  * BrokerService performs outbound HTTP calls on a caller's behalf, retrying
  * them by the caller's tenant policy and the provider's rate-limit hints, and

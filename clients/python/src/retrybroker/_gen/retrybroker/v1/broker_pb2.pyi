@@ -92,6 +92,14 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_STATE_SUCCEEDED: _ClassVar[TaskState]
     TASK_STATE_FAILED: _ClassVar[TaskState]
     TASK_STATE_CANCELLED: _ClassVar[TaskState]
+
+class TaskCallbackState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_CALLBACK_STATE_UNSPECIFIED: _ClassVar[TaskCallbackState]
+    TASK_CALLBACK_STATE_AWAITING_TASK: _ClassVar[TaskCallbackState]
+    TASK_CALLBACK_STATE_PENDING: _ClassVar[TaskCallbackState]
+    TASK_CALLBACK_STATE_DELIVERED: _ClassVar[TaskCallbackState]
+    TASK_CALLBACK_STATE_FAILED: _ClassVar[TaskCallbackState]
 ACTION_UNSPECIFIED: Action
 ACTION_RETRY: Action
 ACTION_DO_NOT_RETRY: Action
@@ -156,6 +164,11 @@ TASK_STATE_RUNNING: TaskState
 TASK_STATE_SUCCEEDED: TaskState
 TASK_STATE_FAILED: TaskState
 TASK_STATE_CANCELLED: TaskState
+TASK_CALLBACK_STATE_UNSPECIFIED: TaskCallbackState
+TASK_CALLBACK_STATE_AWAITING_TASK: TaskCallbackState
+TASK_CALLBACK_STATE_PENDING: TaskCallbackState
+TASK_CALLBACK_STATE_DELIVERED: TaskCallbackState
+TASK_CALLBACK_STATE_FAILED: TaskCallbackState
 
 class HttpHeader(_message.Message):
     __slots__ = ("name", "value")
@@ -370,7 +383,7 @@ class CreateTaskRequest(_message.Message):
     def __init__(self, execute: _Optional[_Union[ExecuteRequest, _Mapping]] = ..., task_id: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., give_up_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., callback: _Optional[_Union[TaskCallback, _Mapping]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "policy", "state", "not_before", "give_up_after", "attempts", "response", "outcome", "create_time", "update_time", "next_run_time", "wait_reason", "idempotency_key")
+    __slots__ = ("task_id", "policy", "state", "not_before", "give_up_after", "attempts", "response", "outcome", "create_time", "update_time", "next_run_time", "wait_reason", "idempotency_key", "callback_state", "callback_attempts", "callback_last_error")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -384,6 +397,9 @@ class Task(_message.Message):
     NEXT_RUN_TIME_FIELD_NUMBER: _ClassVar[int]
     WAIT_REASON_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_STATE_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    CALLBACK_LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     policy: str
     state: TaskState
@@ -397,7 +413,10 @@ class Task(_message.Message):
     next_run_time: _timestamp_pb2.Timestamp
     wait_reason: str
     idempotency_key: str
-    def __init__(self, task_id: _Optional[str] = ..., policy: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., give_up_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., response: _Optional[_Union[HttpResponse, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait_reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    callback_state: TaskCallbackState
+    callback_attempts: int
+    callback_last_error: str
+    def __init__(self, task_id: _Optional[str] = ..., policy: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., give_up_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., response: _Optional[_Union[HttpResponse, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait_reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., callback_state: _Optional[_Union[TaskCallbackState, str]] = ..., callback_attempts: _Optional[int] = ..., callback_last_error: _Optional[str] = ...) -> None: ...
 
 class GetTaskRequest(_message.Message):
     __slots__ = ("task_id",)
