@@ -570,7 +570,9 @@ func TestOpenAddsCallbackColumnsToAnOlderTable(t *testing.T) {
 	if _, err := db.Exec(groundworkSchema); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO retrybroker_task VALUES (1, 'a', 'old', '', 6, 1, 0, 1, 1, 1, '', 'k', 0, 0, '', '[]', NULL, x'00', 0)`); err != nil {
+	// Cancelled just now (an older time would be swept by retention at open).
+	now := time.Now().UnixNano()
+	if _, err := db.Exec(`INSERT INTO retrybroker_task VALUES (1, 'a', 'old', '', 6, ?, 0, ?, ?, ?, '', 'k', 0, 0, '', '[]', NULL, x'00', 0)`, now, now, now, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
