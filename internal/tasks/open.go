@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite"), the one River's own SQLite tests use
@@ -27,7 +28,9 @@ type dispatchArgs struct {
 // Kind implements river.JobArgs.
 func (dispatchArgs) Kind() string { return "retrybroker_task" }
 
-// schema is the broker's own table, next to River's in the same database.
+// schema is the broker's own table, next to River's in the same database,
+// in SQLite's dialect; postgresSchema derives PostgreSQL's from it, so a
+// column is added here once, as INTEGER, TEXT or BLOB.
 const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	seq INTEGER PRIMARY KEY AUTOINCREMENT,
 	tenant TEXT NOT NULL,
@@ -51,18 +54,21 @@ const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	UNIQUE (tenant, task_id)
 )`
 
-// RiverStore is the Store over River and a SQLite file; it also runs the
-// River client whose worker dispatches due tasks.
+// RiverStore is the Store over River and a SQLite file or a PostgreSQL
+// database; it also runs the River client whose worker dispatches due
+// tasks.
 type RiverStore struct {
-	db      *sql.DB
-	client  *river.Client[*sql.Tx]
-	runner  Runner
-	prepare Prepare
-	clock   engine.Clock
-	logger  *slog.Logger
+	db *sql.DB
+	// postgres says the database is PostgreSQL: sql rebinds placeholders.
+	postgres bool
+	client   *river.Client[*sql.Tx]
+	runner   Runner
+	prepare  Prepare
+	clock    engine.Clock
+	logger   *slog.Logger
 }
 
-// Option configures OpenSQLite.
+// Option configures OpenSQLite and OpenPostgres.
 type Option func(*options)
 
 type options struct {
@@ -70,6 +76,25 @@ type options struct {
 	logger       *slog.Logger
 	workers      int
 	pollInterval time.Duration
+	rescueAfter  time.Duration
+	maxConns     int
+}
+
+// DefaultRescueAfter is WithRescueAfter's default: a dispatch is then
+// bounded by 5 minutes, above the default total_timeout (2 minutes).
+const DefaultRescueAfter = 10 * time.Minute
+
+// MinRescueAfter is the least WithRescueAfter accepts.
+const MinRescueAfter = 2 * time.Second
+
+// DefaultMaxConns is WithMaxConns' default for PostgreSQL.
+const DefaultMaxConns = 20
+
+func defaultOptions() options {
+	return options{
+		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100,
+		pollInterval: 100 * time.Millisecond, rescueAfter: DefaultRescueAfter, maxConns: DefaultMaxConns,
+	}
 }
 
 // WithClock sets the clock of the task times (default the system clock).
@@ -83,17 +108,36 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // WithPollInterval sets how often River looks for due jobs (default 100 ms;
-// SQLite has no LISTEN/NOTIFY, so River polls).
+// River polls on both databases: the database/sql drivers have no
+// LISTEN/NOTIFY).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
+
+// WithRescueAfter sets how long a task's River job may stay running before
+// River's rescuer takes it from a broker presumed dead and runs it again
+// (default DefaultRescueAfter, at least MinRescueAfter). So that a slow
+// dispatch on a live broker is never rescued while it runs, every dispatch
+// is cut at half of it (as if the policy's total_timeout were at most d/2);
+// the other half is the margin for recording the result and for clock skew
+// between replicas. A task whose broker was killed runs again after d, plus
+// up to 30 s (the rescuer's interval) and, when the killed broker was
+// River's leader, the leader's lease (about 15 s).
+func WithRescueAfter(d time.Duration) Option { return func(o *options) { o.rescueAfter = d } }
+
+// WithMaxConns bounds the PostgreSQL connections of one broker (default
+// DefaultMaxConns); OpenSQLite always uses one.
+func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
 
 // OpenSQLite opens (creating when missing) the SQLite file at path, runs
 // River's migrations and the broker's, and returns a store whose worker
 // dispatches each due task with prepare and runner. Call Start to begin
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
-	o := options{clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 100 * time.Millisecond}
+	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	// WAL and one connection, as River's SQLite driver recommends: SQLite
 	// allows one writer, and River works concurrently. busy_timeout covers
@@ -104,7 +148,7 @@ func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare
 		return nil, fmt.Errorf("tasks: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s, err := newRiverStore(ctx, db, runner, prepare, o)
+	s, err := newRiverStore(ctx, db, riversqlite.New(db), schema, false, runner, prepare, o)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -112,8 +156,17 @@ func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare
 	return s, nil
 }
 
-func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepare, o options) (*RiverStore, error) {
-	driver := riversqlite.New(db)
+func (o options) validate() error {
+	if o.rescueAfter < MinRescueAfter {
+		return fmt.Errorf("tasks: rescue-after %s is below the minimum %s", o.rescueAfter, MinRescueAfter)
+	}
+	if o.maxConns < 1 {
+		return fmt.Errorf("tasks: max connections %d must be at least 1", o.maxConns)
+	}
+	return nil
+}
+
+func newRiverStore(ctx context.Context, db *sql.DB, driver riverdriver.Driver[*sql.Tx], ddl string, postgres bool, runner Runner, prepare Prepare, o options) (*RiverStore, error) {
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: o.logger})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river migrator: %w", err)
@@ -121,10 +174,11 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("tasks: river migrations: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
-	s := &RiverStore{db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger}
+	runner = boundedRunner{Runner: runner, max: o.rescueAfter / 2}
+	s := &RiverStore{db: db, postgres: postgres, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{s: s})
 	s.client, err = river.NewClient(driver, &river.Config{
@@ -133,8 +187,11 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
 		FetchPollInterval: o.pollInterval,
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
-		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
+		JobTimeout:        -1, // the policy's total_timeout and boundedRunner bound a dispatch
 		MaxAttempts:       25,
+		// A job still running after this is rescued: its broker is
+		// presumed dead (boundedRunner ends every dispatch well before).
+		RescueStuckJobsAfter: o.rescueAfter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
@@ -158,4 +215,23 @@ func (s *RiverStore) Close(ctx context.Context) error {
 
 // sql returns q in the database's placeholder syntax; queries are written
 // with ? placeholders, as SQLite takes them.
-func (s *RiverStore) sql(q string) string { return q }
+func (s *RiverStore) sql(q string) string {
+	if s.postgres {
+		return rebind(q)
+	}
+	return q
+}
+
+// boundedRunner ends every dispatch within max, so that River's rescuer
+// (after twice max) never takes the job of a dispatch that still runs on
+// a live broker. The engine reads the deadline as a shorter total_timeout.
+type boundedRunner struct {
+	Runner
+	max time.Duration
+}
+
+func (b boundedRunner) Run(ctx context.Context, c *engine.Call) (*engine.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.max)
+	defer cancel()
+	return b.Runner.Run(ctx, c)
+}
