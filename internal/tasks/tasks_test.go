@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/tasks"
+	"github.com/retrybroker/retrybroker/internal/tasks/pgtest"
 )
 
 // reply is one scripted upstream answer.
@@ -121,12 +124,46 @@ func policy(t *testing.T, mut func(*engine.Policy)) *engine.Policy {
 	return &p
 }
 
-// open opens a store on path with a real engine runner over a memory
-// store and starts it; it is closed when the test ends.
-func open(t *testing.T, path string, p *engine.Policy) *tasks.RiverStore {
+// backend is a database the store tests run on.
+type backend struct {
+	name string
+	// place returns a fresh place for a store: a file path, a database URL.
+	place func(t *testing.T) string
+	// open is OpenSQLite or OpenPostgres.
+	open func(ctx context.Context, place string, r tasks.Runner, p tasks.Prepare, opts ...tasks.Option) (*tasks.RiverStore, error)
+}
+
+// pg is the package's one postgres, with a fresh database per test.
+var pg pgtest.Shared
+
+var backends = []backend{
+	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "tasks.db") }, tasks.OpenSQLite},
+	{"postgres", func(t *testing.T) string { return pg.Get(t).NewDatabase(t) }, tasks.OpenPostgres},
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := pg.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// eachBackend runs test on every backend, as a subtest named after it.
+func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// open opens a store of backend b at place with a real engine runner over
+// a memory store and starts it; it is closed when the test ends.
+func open(t *testing.T, b backend, place string, p *engine.Policy) *tasks.RiverStore {
 	t.Helper()
 	runner := engine.NewRunner(memstore.New())
-	s, err := tasks.OpenSQLite(t.Context(), path, runner, prepareWith(t, p), tasks.WithPollInterval(50*time.Millisecond))
+	s, err := b.open(t.Context(), place, runner, prepareWith(t, p), tasks.WithPollInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,9 +227,11 @@ func riverJobSettled(t *testing.T, s *tasks.RiverStore, tenant, id string) (int,
 
 func final(task *tasks.Task) bool { return task.State.Final() }
 
-func TestTaskRunsToSucceeded(t *testing.T) {
+func TestTaskRunsToSucceeded(t *testing.T) { eachBackend(t, testTaskRunsToSucceeded) }
+
+func testTaskRunsToSucceeded(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 503}, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	task, created, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "t1", Request: request(t, "POST", up.URL+"/x")})
 	if err != nil || !created {
 		t.Fatalf("create: %v created=%v", err, created)
@@ -220,10 +259,12 @@ func TestTaskRunsToSucceeded(t *testing.T) {
 // time; the next dispatch gets the policy's full attempts again (here 2:
 // a 503 then a 200, which a used-up budget of 2 would not allow), River
 // counts no attempt for the wait, and every send carries the same key.
-func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) {
+func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) { eachBackend(t, testTaskWaitsOnLongHintWithoutUsingAttempts) }
+
+func testTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "2"}}, reply{status: 503}, reply{status: 200})
 	p := policy(t, func(p *engine.Policy) { p.MaxRetries = 1; p.MaxDelay = time.Second })
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), p)
+	s := open(t, b, b.place(t), p)
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "w", IdempotencyKey: "caller-key", Request: request(t, "POST", up.URL)}); err != nil {
 		t.Fatal(err)
 	}
@@ -260,10 +301,12 @@ func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) {
 
 // TestTaskIDDeduplicatesCreation: a second create with the same task_id
 // returns the first task, unchanged, and schedules nothing more.
-func TestTaskIDDeduplicatesCreation(t *testing.T) {
+func TestTaskIDDeduplicatesCreation(t *testing.T) { eachBackend(t, testTaskIDDeduplicatesCreation) }
+
+func testTaskIDDeduplicatesCreation(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
 	other := newUpstream(t, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	first, created, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "same", Request: request(t, "GET", up.URL)})
 	if err != nil || !created {
 		t.Fatalf("first: %v %v", err, created)
@@ -287,9 +330,11 @@ func TestTaskIDDeduplicatesCreation(t *testing.T) {
 
 // TestTaskCancel: a scheduled task cancelled before it is due never runs,
 // and its River job is cancelled; cancelling again returns it unchanged.
-func TestTaskCancel(t *testing.T) {
+func TestTaskCancel(t *testing.T) { eachBackend(t, testTaskCancel) }
+
+func testTaskCancel(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "c", NotBefore: time.Now().Add(2 * time.Second), Request: request(t, "GET", up.URL)}); err != nil {
 		t.Fatal(err)
 	}
@@ -314,8 +359,10 @@ func TestTaskCancel(t *testing.T) {
 // TestTaskTenantIsolation: tenant b cannot get, cancel or list tenant a's
 // task, and is told NOT_FOUND (ErrNotFound), as for an id that does not
 // exist, so ids cannot be probed.
-func TestTaskTenantIsolation(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+func TestTaskTenantIsolation(t *testing.T) { eachBackend(t, testTaskTenantIsolation) }
+
+func testTaskTenantIsolation(t *testing.T, b backend) {
+	s := open(t, b, b.place(t), policy(t, nil))
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "secret", NotBefore: time.Now().Add(time.Hour), Request: request(t, "GET", "http://127.0.0.1:1/")}); err != nil {
 		t.Fatal(err)
 	}
@@ -340,8 +387,10 @@ func TestTaskTenantIsolation(t *testing.T) {
 
 // TestTaskListPagesByState: pages in creation order, filtered by state,
 // with a token that ends on the last page; a forged token is refused.
-func TestTaskListPagesByState(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+func TestTaskListPagesByState(t *testing.T) { eachBackend(t, testTaskListPagesByState) }
+
+func testTaskListPagesByState(t *testing.T, b backend) {
+	s := open(t, b, b.place(t), policy(t, nil))
 	later := time.Now().Add(time.Hour)
 	for _, id := range []string{"1", "2", "3", "4", "5"} {
 		if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: id, NotBefore: later, Request: request(t, "GET", "http://127.0.0.1:1/")}); err != nil {
@@ -375,11 +424,13 @@ func TestTaskListPagesByState(t *testing.T) {
 
 // TestTaskSurvivesRestart: a task created by one store and not yet due
 // when it closes runs after a new store opens the same file.
-func TestTaskSurvivesRestart(t *testing.T) {
+func TestTaskSurvivesRestart(t *testing.T) { eachBackend(t, testTaskSurvivesRestart) }
+
+func testTaskSurvivesRestart(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
-	path := filepath.Join(t.TempDir(), "tasks.db")
+	path := b.place(t)
 	p := policy(t, nil)
-	first, err := tasks.OpenSQLite(t.Context(), path, engine.NewRunner(memstore.New()), prepareWith(t, p))
+	first, err := b.open(t.Context(), path, engine.NewRunner(memstore.New()), prepareWith(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +440,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 	if err := first.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s := open(t, path, p)
+	s := open(t, b, path, p)
 	done := waitFor(t, s, "a", "r", final)
 	if done.State != tasks.StateSucceeded || len(up.requests()) != 1 {
 		t.Fatalf("after restart: %s, %d sends", done.State, len(up.requests()))
@@ -399,9 +450,11 @@ func TestTaskSurvivesRestart(t *testing.T) {
 // TestTaskRetryAfterFailure: a task that failed (a 400 is not retryable)
 // is scheduled again by Retry and succeeds, keeping its first attempt and
 // its idempotency key; Retry of a task that is not FAILED is refused.
-func TestTaskRetryAfterFailure(t *testing.T) {
+func TestTaskRetryAfterFailure(t *testing.T) { eachBackend(t, testTaskRetryAfterFailure) }
+
+func testTaskRetryAfterFailure(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 400}, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	created, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "f", Request: request(t, "POST", up.URL)})
 	if err != nil {
 		t.Fatal(err)
