@@ -259,7 +259,9 @@ func testTaskRunsToSucceeded(t *testing.T, b backend) {
 // time; the next dispatch gets the policy's full attempts again (here 2:
 // a 503 then a 200, which a used-up budget of 2 would not allow), River
 // counts no attempt for the wait, and every send carries the same key.
-func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) { eachBackend(t, testTaskWaitsOnLongHintWithoutUsingAttempts) }
+func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) {
+	eachBackend(t, testTaskWaitsOnLongHintWithoutUsingAttempts)
+}
 
 func testTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "2"}}, reply{status: 503}, reply{status: 200})
