@@ -118,7 +118,11 @@ func dsnSecrets(dsn string) []string {
 		// An unparsable URL: everything between :// and the last @ may
 		// be userinfo.
 		if j := strings.LastIndex(dsn, "@"); j > i {
-			out = append(out, dsn[i+3:j])
+			userinfo := dsn[i+3 : j]
+			out = append(out, userinfo)
+			if _, p, ok := strings.Cut(userinfo, ":"); ok {
+				out = append(out, p)
+			}
 		}
 	}
 	for _, m := range keywordPassword.FindAllStringSubmatch(dsn, -1) {
