@@ -80,8 +80,9 @@ type options struct {
 	maxConns     int
 }
 
-// DefaultRescueAfter is WithRescueAfter's default: a dispatch is then
-// bounded by 5 minutes, above the default total_timeout (2 minutes).
+// DefaultRescueAfter is WithRescueAfter's default: a dispatch's engine
+// run is then bounded by 2.5 minutes, above the default total_timeout (2
+// minutes).
 const DefaultRescueAfter = 10 * time.Minute
 
 // MinRescueAfter is the least WithRescueAfter accepts.
@@ -115,12 +116,14 @@ func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll
 // WithRescueAfter sets how long a task's River job may stay running before
 // River's rescuer takes it from a broker presumed dead and runs it again
 // (default DefaultRescueAfter, at least MinRescueAfter). So that a slow
-// dispatch on a live broker is never rescued while it runs, every dispatch
-// is cut at half of it (as if the policy's total_timeout were at most d/2);
-// the other half is the margin for recording the result and for clock skew
-// between replicas. A task whose broker was killed runs again after d, plus
-// up to 30 s (the rescuer's interval) and, when the killed broker was
-// River's leader, the leader's lease (about 15 s).
+// dispatch on a live broker is never rescued while it runs, its engine run
+// is cut at a quarter of d (as if the policy's total_timeout were at most
+// d/4) and River's job timeout cancels the whole dispatch at half of d
+// (River rescues no job without a timeout); the rest is the margin for
+// recording the result and for clock skew between replicas. A task whose
+// broker was killed runs again after d, plus up to 30 s (the rescuer's
+// interval) and, when the killed broker was River's leader, the leader's
+// lease (about 15 s).
 func WithRescueAfter(d time.Duration) Option { return func(o *options) { o.rescueAfter = d } }
 
 // WithMaxConns bounds the PostgreSQL connections of one broker (default
@@ -177,7 +180,7 @@ func newRiverStore(ctx context.Context, db *sql.DB, driver riverdriver.Driver[*s
 	if _, err := db.ExecContext(ctx, ddl); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
-	runner = boundedRunner{Runner: runner, max: o.rescueAfter / 2}
+	runner = boundedRunner{Runner: runner, max: o.rescueAfter / 4}
 	s := &RiverStore{db: db, postgres: postgres, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &worker{s: s})
@@ -187,11 +190,14 @@ func newRiverStore(ctx context.Context, db *sql.DB, driver riverdriver.Driver[*s
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
 		FetchPollInterval: o.pollInterval,
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
-		JobTimeout:        -1, // the policy's total_timeout and boundedRunner bound a dispatch
-		MaxAttempts:       25,
-		// A job still running after this is rescued: its broker is
-		// presumed dead (boundedRunner ends every dispatch well before).
+		// A job still running after RescueStuckJobsAfter is rescued: its
+		// broker is presumed dead, since boundedRunner ends the engine run
+		// at a quarter of it and JobTimeout the whole dispatch at half.
+		// River's rescuer ignores every job when JobTimeout is -1 (none):
+		// a task whose broker died mid-dispatch would stay RUNNING.
+		JobTimeout:           o.rescueAfter / 2,
 		RescueStuckJobsAfter: o.rescueAfter,
+		MaxAttempts:          25,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river client: %w", err)
@@ -222,9 +228,10 @@ func (s *RiverStore) sql(q string) string {
 	return q
 }
 
-// boundedRunner ends every dispatch within max, so that River's rescuer
-// (after twice max) never takes the job of a dispatch that still runs on
-// a live broker. The engine reads the deadline as a shorter total_timeout.
+// boundedRunner ends every engine run within max, so that River's job
+// timeout (twice max) never cuts a run in the middle and its rescuer (four
+// times max) never takes the job of a dispatch that still runs on a live
+// broker. The engine reads the deadline as a shorter total_timeout.
 type boundedRunner struct {
 	Runner
 	max time.Duration
