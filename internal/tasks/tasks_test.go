@@ -159,11 +159,11 @@ func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 }
 
 // open opens a store of backend b at place with a real engine runner over
-// a memory store and starts it; it is closed when the test ends.
-func open(t *testing.T, b backend, place string, p *engine.Policy) *tasks.RiverStore {
+// a memory store and opts, and starts it; it is closed when the test ends.
+func open(t *testing.T, b backend, place string, p *engine.Policy, opts ...tasks.Option) *tasks.RiverStore {
 	t.Helper()
 	runner := engine.NewRunner(memstore.New())
-	s, err := b.open(t.Context(), place, runner, prepareWith(t, p), tasks.WithPollInterval(50*time.Millisecond))
+	s, err := b.open(t.Context(), place, runner, prepareWith(t, p), append([]tasks.Option{tasks.WithPollInterval(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,5 +483,50 @@ func testTaskRetryAfterFailure(t *testing.T, b backend) {
 	}
 	if _, err := s.Retry(t.Context(), "a", "f"); !errors.Is(err, tasks.ErrNotFailed) {
 		t.Fatalf("retry of a succeeded task: %v", err)
+	}
+}
+
+// TestTaskDispatchBoundedByRescueAfter: with --tasks-rescue-after 4s a
+// dispatch's engine run ends within a quarter of it (1 s) even when the
+// policy's total_timeout is longer and the upstream hangs, so that River
+// never rescues (and runs a second time) a dispatch that still runs; the
+// task is not sent again.
+func TestTaskDispatchBoundedByRescueAfter(t *testing.T) {
+	eachBackend(t, testTaskDispatchBoundedByRescueAfter)
+}
+
+func testTaskDispatchBoundedByRescueAfter(t *testing.T, b backend) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	sends := 0
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sends++
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	p := policy(t, func(p *engine.Policy) { p.TotalTimeout = time.Minute; p.MaxRetries = 0 })
+	s := open(t, b, b.place(t), p, tasks.WithRescueAfter(4*time.Second))
+	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "slow", Request: request(t, "GET", up.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(t, s, "a", "slow", final)
+	if done.State != tasks.StateFailed || done.Dispatches != 1 {
+		t.Fatalf("a hanging upstream: %s after %d dispatches (outcome %s, error %q), want FAILED after 1", done.State, done.Dispatches, done.Outcome, done.Error)
+	}
+	if d := done.UpdateTime.Sub(done.CreateTime); d > 4*time.Second {
+		t.Fatalf("the dispatch took %s, beyond the rescue delay (4s)", d)
+	}
+	// Past the rescue delay and a rescuer round, it was sent once.
+	time.Sleep(5 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if sends != 1 {
+		t.Fatalf("upstream saw %d sends, want 1", sends)
 	}
 }
