@@ -87,7 +87,7 @@ func loopbackOnly(u *url.URL) error {
 
 // prepareWith returns a Prepare building calls under policy p with a
 // plain client (the upstream is loopback; loopbackOnly guards it).
-func prepareWith(t *testing.T, p *engine.Policy) tasks.Prepare {
+func prepareWith(t testing.TB, p *engine.Policy) tasks.Prepare {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -128,7 +128,7 @@ func policy(t *testing.T, mut func(*engine.Policy)) *engine.Policy {
 type backend struct {
 	name string
 	// place returns a fresh place for a store: a file path, a database URL.
-	place func(t *testing.T) string
+	place func(tb testing.TB) string
 	// open is OpenSQLite or OpenPostgres.
 	open func(ctx context.Context, place string, r tasks.Runner, p tasks.Prepare, opts ...tasks.Option) (*tasks.RiverStore, error)
 }
@@ -137,8 +137,8 @@ type backend struct {
 var pg pgtest.Shared
 
 var backends = []backend{
-	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "tasks.db") }, tasks.OpenSQLite},
-	{"postgres", func(t *testing.T) string { return pg.Get(t).NewDatabase(t) }, tasks.OpenPostgres},
+	{"sqlite", func(tb testing.TB) string { return filepath.Join(tb.TempDir(), "tasks.db") }, tasks.OpenSQLite},
+	{"postgres", func(tb testing.TB) string { return pg.Get(tb).NewDatabase(tb) }, tasks.OpenPostgres},
 }
 
 func TestMain(m *testing.M) {
@@ -178,7 +178,7 @@ func open(t *testing.T, b backend, place string, p *engine.Policy, opts ...tasks
 	return s
 }
 
-func request(t *testing.T, method, rawURL string) []byte {
+func request(t testing.TB, method, rawURL string) []byte {
 	t.Helper()
 	b, err := json.Marshal(storedRequest{Method: method, URL: rawURL})
 	if err != nil {
