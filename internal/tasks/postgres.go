@@ -35,6 +35,18 @@ func OpenPostgres(ctx context.Context, dsn string, runner Runner, prepare Prepar
 		return nil, redact(fmt.Errorf("tasks: postgres URL: %w", err), secrets)
 	}
 	secrets = append(secrets, cfg.Password)
+	// River's migrator takes no lock: replicas starting at once would race
+	// on CREATE TABLE. A session advisory lock on a connection of its own
+	// (not the pool's, which the migrations use) makes them take turns;
+	// closing the connection releases it.
+	lock, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		return nil, redact(fmt.Errorf("tasks: connect to postgres: %w", err), secrets)
+	}
+	defer func() { _ = lock.Close(context.WithoutCancel(ctx)) }()
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
+		return nil, redact(fmt.Errorf("tasks: lock for migrations: %w", err), secrets)
+	}
 	// database/sql over pgx keeps the River client a river.Client[*sql.Tx]
 	// and every query of this package shared with SQLite.
 	db := stdlib.OpenDB(*cfg)
@@ -51,6 +63,10 @@ func OpenPostgres(ctx context.Context, dsn string, runner Runner, prepare Prepar
 	}
 	return s, nil
 }
+
+// migrationLock is the PostgreSQL advisory lock key that serializes the
+// migrations of brokers starting at once ("rbtask" in ASCII).
+const migrationLock int64 = 0x7262_7461_736b
 
 // rebind returns q with each ? placeholder outside quotes (string
 // literals '...', quoted identifiers "...") replaced by $1, $2, ... in

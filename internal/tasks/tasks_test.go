@@ -530,3 +530,26 @@ func testTaskDispatchBoundedByRescueAfter(t *testing.T, b backend) {
 		t.Fatalf("upstream saw %d sends, want 1", sends)
 	}
 }
+
+// TestPostgresReplicasStartTogether: brokers that open one fresh database
+// at the same moment all succeed (River's migrations take no lock of
+// their own; OpenPostgres serializes them).
+func TestPostgresReplicasStartTogether(t *testing.T) {
+	dsn := pg.Get(t).NewDatabase(t)
+	p := policy(t, nil)
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() {
+			s, err := tasks.OpenPostgres(t.Context(), dsn, engine.NewRunner(memstore.New()), prepareWith(t, p))
+			if err == nil {
+				err = s.Close(t.Context())
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
