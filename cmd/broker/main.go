@@ -66,7 +66,7 @@ type options struct {
 	maxBufferedBytes                        int64
 	redis                                   *redisOptions
 	tasksSQLite                             string
-	tasks                                   taskFlags
+	taskStore                               *taskStoreFlags
 	configFile                              string
 	tlsCert                                 string
 	tlsKey                                  string
@@ -94,7 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
 	fs.StringVar(&o.tasksSQLite, "tasks-sqlite", "", "keep deferred calls (CreateTask and the other task RPCs, docs/tasks.md) in this SQLite file, created when missing; empty (and no --tasks-postgres) disables the task RPCs (UNIMPLEMENTED)")
-	addTaskFlags(fs, &o.tasks)
+	o.taskStore = addTaskStoreFlags(fs)
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the shared store's state at /health/shared-state; empty disables")
 	fs.StringVar(&o.adminListen, "admin-listen", "", "serve the admin view (live gates, catalog, HTML page at /admin/, pprof at /debug/pprof/) at ADDR (e.g. 127.0.0.1:9091): loopback peers only, or with --admin-token-file any address and a bearer token from every peer; empty disables")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "file holding the SHA-256 (64 hex digits) of the admin token: the admin listener then needs \"Authorization: Bearer TOKEN\" from every peer, and may listen off loopback")
@@ -113,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.maxConnAge < 0 || o.maxConnAgeGrace < 0 {
 		return nil, errors.New("--max-connection-age and --max-connection-age-grace must not be negative")
 	}
-	if err := o.tasks.validate(o.tasksSQLite); err != nil {
+	if err := o.taskStore.check(o.tasksSQLite); err != nil {
 		return nil, err
 	}
 	if o.maxBufferedBytes < engine.MinBodyBudget {
@@ -257,7 +257,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		svcOpts = append(svcOpts, server.WithDefaultTenant(ids.dev))
 	}
 	svc := server.New(svcOpts...)
-	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.tasks, runner, svc, taskSvc, logger)
+	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.taskStore, runner, svc, taskSvc, logger)
 	if err != nil {
 		return err
 	}
