@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +16,6 @@ import (
 	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/tasks"
-	"github.com/retrybroker/retrybroker/internal/tasks/pgtest"
 )
 
 // reply is one scripted upstream answer.
@@ -122,40 +118,6 @@ func policy(t *testing.T, mut func(*engine.Policy)) *engine.Policy {
 		t.Fatal(err)
 	}
 	return &p
-}
-
-// backend is a database the store tests run on.
-type backend struct {
-	name string
-	// place returns a fresh place for a store: a file path, a database URL.
-	place func(tb testing.TB) string
-	// open is OpenSQLite or OpenPostgres.
-	open func(ctx context.Context, place string, r tasks.Runner, p tasks.Prepare, opts ...tasks.Option) (*tasks.RiverStore, error)
-}
-
-// pg is the package's one postgres, with a fresh database per test.
-var pg pgtest.Shared
-
-var backends = []backend{
-	{"sqlite", func(tb testing.TB) string { return filepath.Join(tb.TempDir(), "tasks.db") }, tasks.OpenSQLite},
-	{"postgres", func(tb testing.TB) string { return pg.Get(tb).NewDatabase(tb) }, tasks.OpenPostgres},
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := pg.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// eachBackend runs test on every backend, as a subtest named after it.
-func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
-	t.Helper()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { test(t, b) })
-	}
 }
 
 // open opens a store of backend b at place with a real engine runner over
@@ -483,73 +445,5 @@ func testTaskRetryAfterFailure(t *testing.T, b backend) {
 	}
 	if _, err := s.Retry(t.Context(), "a", "f"); !errors.Is(err, tasks.ErrNotFailed) {
 		t.Fatalf("retry of a succeeded task: %v", err)
-	}
-}
-
-// TestTaskDispatchBoundedByRescueAfter: with --tasks-rescue-after 4s a
-// dispatch's engine run ends within a quarter of it (1 s) even when the
-// policy's total_timeout is longer and the upstream hangs, so that River
-// never rescues (and runs a second time) a dispatch that still runs; the
-// task is not sent again.
-func TestTaskDispatchBoundedByRescueAfter(t *testing.T) {
-	eachBackend(t, testTaskDispatchBoundedByRescueAfter)
-}
-
-func testTaskDispatchBoundedByRescueAfter(t *testing.T, b backend) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	sends := 0
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		sends++
-		mu.Unlock()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(up.Close)
-	t.Cleanup(func() { close(release) })
-	p := policy(t, func(p *engine.Policy) { p.TotalTimeout = time.Minute; p.MaxRetries = 0 })
-	s := open(t, b, b.place(t), p, tasks.WithRescueAfter(4*time.Second))
-	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "slow", Request: request(t, "GET", up.URL)}); err != nil {
-		t.Fatal(err)
-	}
-	done := waitFor(t, s, "a", "slow", final)
-	if done.State != tasks.StateFailed || done.Dispatches != 1 {
-		t.Fatalf("a hanging upstream: %s after %d dispatches (outcome %s, error %q), want FAILED after 1", done.State, done.Dispatches, done.Outcome, done.Error)
-	}
-	if d := done.UpdateTime.Sub(done.CreateTime); d > 4*time.Second {
-		t.Fatalf("the dispatch took %s, beyond the rescue delay (4s)", d)
-	}
-	// Past the rescue delay and a rescuer round, it was sent once.
-	time.Sleep(5 * time.Second)
-	mu.Lock()
-	defer mu.Unlock()
-	if sends != 1 {
-		t.Fatalf("upstream saw %d sends, want 1", sends)
-	}
-}
-
-// TestPostgresReplicasStartTogether: brokers that open one fresh database
-// at the same moment all succeed (River's migrations take no lock of
-// their own; OpenPostgres serializes them).
-func TestPostgresReplicasStartTogether(t *testing.T) {
-	dsn := pg.Get(t).NewDatabase(t)
-	p := policy(t, nil)
-	errs := make(chan error, 4)
-	for range cap(errs) {
-		go func() {
-			s, err := tasks.OpenPostgres(t.Context(), dsn, engine.NewRunner(memstore.New()), prepareWith(t, p))
-			if err == nil {
-				err = s.Close(t.Context())
-			}
-			errs <- err
-		}()
-	}
-	for range cap(errs) {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
 	}
 }
