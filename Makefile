@@ -25,7 +25,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE ?= localhost/retrybroker:dev
 
-.PHONY: all tools devtools deps redis versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools devtools deps redis postgresql versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
 
 all: build
 
@@ -58,6 +58,17 @@ redis:
 	fi
 	@redis-server --version
 
+## postgresql: install postgres and initdb from Debian's packages when they are missing (the task store
+## tests start their own server from /usr/lib/postgresql/*/bin, internal/tasks/pgtest)
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && \
+	    ! { command -v initdb && command -v postgres; } >/dev/null 2>&1; then \
+	  echo "installing postgresql from Debian's packages"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	fi
+	@"$$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || dirname "$$(command -v postgres)")/postgres" --version
+
 ## versitygw: build versitygw (the S3 server the aws_sigv4 tests verify signatures with) into ./bin, pinned in tools/versitygw
 versitygw: $(BIN)/versitygw
 $(BIN)/versitygw: tools/versitygw/go.mod tools/versitygw/go.sum
@@ -81,7 +92,7 @@ chromium:
 	@chromium --version
 
 ## deps: everything the tests need
-deps: tools redis versitygw hydra chromium
+deps: tools redis postgresql versitygw hydra chromium
 
 ## build: build the broker binary into ./bin/broker
 build:

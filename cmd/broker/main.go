@@ -68,6 +68,7 @@ type options struct {
 	tasksSQLite                             string
 	taskFlags                               *taskFlags
 	tasksCallbackSecret                     string
+	taskStore                               *taskStoreFlags
 	configFile                              string
 	tlsCert                                 string
 	tlsKey                                  string
@@ -95,7 +96,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.requireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a verified certificate")
 	o.redis = addRedisFlags(fs)
 	o.taskFlags = addTaskFlags(fs)
-	fs.StringVar(&o.tasksSQLite, "tasks-sqlite", "", "keep deferred calls (CreateTask and the other task RPCs, docs/tasks.md) in this SQLite file, created when missing; empty disables the task RPCs (UNIMPLEMENTED)")
+	fs.StringVar(&o.tasksSQLite, "tasks-sqlite", "", "keep deferred calls (CreateTask and the other task RPCs, docs/tasks.md) in this SQLite file, created when missing; empty (and no --tasks-postgres) disables the task RPCs (UNIMPLEMENTED)")
+	o.taskStore = addTaskStoreFlags(fs)
 	fs.StringVar(&o.tasksCallbackSecret, "tasks-callback-secret-file", "", "file of the secret that signs task callbacks (Standard Webhooks: one whsec_... line, several during a rotation; re-read when it changes); without it a task with a callback is refused (FAILED_PRECONDITION)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090) and the shared store's state at /health/shared-state; empty disables")
 	fs.StringVar(&o.adminListen, "admin-listen", "", "serve the admin view (live gates, catalog, HTML page at /admin/, pprof at /debug/pprof/) at ADDR (e.g. 127.0.0.1:9091): loopback peers only, or with --admin-token-file any address and a bearer token from every peer; empty disables")
@@ -116,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--max-connection-age and --max-connection-age-grace must not be negative")
 	}
 	if err := o.taskFlags.check(); err != nil {
+		return nil, err
+	}
+	if err := o.taskStore.check(o.tasksSQLite); err != nil {
 		return nil, err
 	}
 	if o.maxBufferedBytes < engine.MinBodyBudget {
@@ -263,7 +268,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.taskFlags, runner, svc, taskSvc, logger, taskOpts...)
+	stopTasks, err := openTasks(ctx, o.tasksSQLite, o.taskFlags, o.taskStore, runner, svc, taskSvc, logger, taskOpts...)
 	if err != nil {
 		return err
 	}

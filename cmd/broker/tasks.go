@@ -31,33 +31,38 @@ func taskTenants(ids identities) func(string) (*tenant.Tenant, bool) {
 	}
 }
 
-// openTasks opens --tasks-sqlite PATH (nothing when empty) with the
-// bounds and retention of tf, loads tf's key file into ts (a bad one is an
-// error; one without task storage too), and starts dispatching its due
-// tasks through runner, with calls built by svc; the returned stop closes
-// it within timeout (a dispatch still running then is cut, and its task
-// runs again at the next start).
-func openTasks(ctx context.Context, path string, tf *taskFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger, opts ...tasks.Option) (stop func(timeout time.Duration), err error) {
-	if path == "" {
+// openTasks opens --tasks-sqlite PATH or --tasks-postgres URL (sf;
+// nothing when neither is given) with the bounds and retention of tf,
+// loads tf's key file into ts (a bad one is an error; one without task
+// storage too), and starts dispatching its due tasks through runner, with
+// calls built by svc; the returned stop closes it within timeout (a
+// dispatch still running then is cut, and its task runs again at the next
+// start).
+func openTasks(ctx context.Context, path string, tf *taskFlags, sf *taskStoreFlags, runner *engine.Runner, svc *server.Service, ts *server.Tasks, logger *slog.Logger, opts ...tasks.Option) (stop func(timeout time.Duration), err error) {
+	if !sf.enabled(path) {
 		if tf.keyFile != "" {
-			return nil, errors.New("--tasks-key-file needs task storage (--tasks-sqlite)")
+			return nil, errors.New("--tasks-key-file needs task storage (--tasks-sqlite or --tasks-postgres)")
 		}
 		return func(time.Duration) {}, nil
 	}
 	if ts.Keys, err = tf.keyring(); err != nil {
 		return nil, err
 	}
-	st, err := tasks.OpenSQLite(ctx, path, runner, svc.PrepareTask,
+	st, err := sf.open(ctx, path, runner, svc.PrepareTask,
 		append(append(tf.storeOptions(), tasks.WithLogger(slog.New(warnAndAbove{logger.Handler()}).With("component", "tasks"))), opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("--tasks-sqlite: %w", err)
+		return nil, err
 	}
 	ts.Store = st
 	if err := st.Start(context.WithoutCancel(ctx)); err != nil {
 		_ = st.Close(ctx)
-		return nil, fmt.Errorf("--tasks-sqlite: start: %w", err)
+		return nil, fmt.Errorf("tasks: start: %w", err)
 	}
-	logger.Info("tasks: on", "sqlite", path)
+	if path != "" {
+		logger.Info("tasks: on", "sqlite", path)
+	} else {
+		logger.Info("tasks: on", "store", "postgres") // never the URL: it may hold a password
+	}
 	var once sync.Once
 	return func(timeout time.Duration) {
 		once.Do(func() { closeTasks(st, timeout, logger) })
@@ -82,7 +87,7 @@ func taskOptions(o *options, ts *server.Tasks, tracer trace.Tracer, mets *metric
 		return opts, nil
 	}
 	if o.tasksSQLite == "" {
-		return nil, errors.New("--tasks-callback-secret-file needs task storage (--tasks-sqlite)")
+		return nil, errors.New("--tasks-callback-secret-file needs task storage (--tasks-sqlite or --tasks-postgres)")
 	}
 	sec, err := tasks.NewCallbackSecret(o.tasksCallbackSecret, nil, func(msg string, args ...any) { logger.Warn(msg, args...) })
 	if err != nil {

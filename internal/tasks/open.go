@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"go.opentelemetry.io/otel/trace"
@@ -29,7 +30,9 @@ type dispatchArgs struct {
 // Kind implements river.JobArgs.
 func (dispatchArgs) Kind() string { return "retrybroker_task" }
 
-// schema is the broker's own table, next to River's in the same database.
+// schema is the broker's own table, next to River's in the same database,
+// in SQLite's dialect; postgresSchema derives PostgreSQL's from it, so a
+// column is added here once, as INTEGER, TEXT or BLOB.
 const schema = `CREATE TABLE IF NOT EXISTS retrybroker_task (
 	seq INTEGER PRIMARY KEY AUTOINCREMENT,
 	tenant TEXT NOT NULL,
@@ -103,17 +106,22 @@ var indexes = []string{
 	`CREATE INDEX IF NOT EXISTS retrybroker_task_due ON retrybroker_task (state, next_run_time)`,
 }
 
-// RiverStore is the Store over River and a SQLite file; it also runs the
-// River client whose worker dispatches due tasks.
+// RiverStore is the Store over River and a SQLite file or a PostgreSQL
+// database; it also runs the River client whose worker dispatches due
+// tasks.
 type RiverStore struct {
-	db      *sql.DB
-	client  *river.Client[*sql.Tx]
-	runner  Runner
-	prepare Prepare
-	clock   engine.Clock
-	logger  *slog.Logger
-	creates createBatcher
-	watches watchers
+	db *sql.DB
+	// postgres says the database is PostgreSQL: sql rebinds placeholders.
+	postgres bool
+	client   *river.Client[*sql.Tx]
+	runner   Runner
+	prepare  Prepare
+	clock    engine.Clock
+	logger   *slog.Logger
+	creates  createBatcher
+	watches  watchers
+	// rescueAfter is WithRescueAfter's d: a dispatch's job timeout.
+	rescueAfter time.Duration
 	limits
 	stopSweep context.CancelFunc
 	swept     chan struct{}
@@ -126,7 +134,7 @@ type RiverStore struct {
 	statsDone  chan struct{}
 }
 
-// Option configures OpenSQLite.
+// Option configures OpenSQLite and OpenPostgres.
 type Option func(*options)
 
 type options struct {
@@ -136,10 +144,31 @@ type options struct {
 	pollInterval time.Duration
 	maxWatches   int
 	limits
-	tracer     trace.Tracer
-	obs        Observer
-	cb         callbacks
-	statsEvery time.Duration
+	tracer      trace.Tracer
+	obs         Observer
+	cb          callbacks
+	statsEvery  time.Duration
+	rescueAfter time.Duration
+	maxConns    int
+}
+
+// DefaultRescueAfter is WithRescueAfter's default: a dispatch's engine
+// run is then bounded by 2.5 minutes, above the default total_timeout (2
+// minutes).
+const DefaultRescueAfter = 10 * time.Minute
+
+// MinRescueAfter is the least WithRescueAfter accepts.
+const MinRescueAfter = 2 * time.Second
+
+// DefaultMaxConns is WithMaxConns' default for PostgreSQL.
+const DefaultMaxConns = 20
+
+func defaultOptions() options {
+	return options{
+		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100,
+		pollInterval: 25 * time.Millisecond, rescueAfter: DefaultRescueAfter, maxConns: DefaultMaxConns, limits: defaultLimits,
+		tracer: noop.NewTracerProvider().Tracer(""), obs: NopObserver{}, cb: defaultCallbacks(), statsEvery: DefaultStatsInterval,
+	}
 }
 
 // WithClock sets the clock of the task times (default the system clock).
@@ -153,7 +182,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // WithPollInterval sets how often River looks for due jobs (default 25 ms;
-// SQLite has no LISTEN/NOTIFY, so River polls).
+// River polls on both databases: the database/sql drivers have no
+// LISTEN/NOTIFY).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
 
 // WithTracer sets the tracer of the task.dispatch span that each dispatch
@@ -178,17 +208,34 @@ func WithStatsInterval(d time.Duration) Option {
 // DefaultStatsInterval is how often the task counts are read by default.
 const DefaultStatsInterval = 15 * time.Second
 
+// WithRescueAfter sets how long a task's River job may stay running before
+// River's rescuer takes it from a broker presumed dead and runs it again
+// (default DefaultRescueAfter, at least MinRescueAfter). So that a slow
+// dispatch on a live broker is never rescued while it runs, its engine run
+// is cut at a quarter of d (as if the policy's total_timeout were at most
+// d/4) and River's job timeout cancels the whole dispatch at half of d
+// (River rescues no job without a timeout); the rest is the margin for
+// recording the result and for clock skew between replicas. A task whose
+// broker was killed runs again after d, plus up to 30 s (the rescuer's
+// interval) and, when the killed broker was River's leader, the leader's
+// lease (about 15 s).
+func WithRescueAfter(d time.Duration) Option { return func(o *options) { o.rescueAfter = d } }
+
+// WithMaxConns bounds the PostgreSQL connections of one broker (default
+// DefaultMaxConns); OpenSQLite always uses one.
+func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
 // OpenSQLite opens (creating when missing) the SQLite file at path, runs
 // River's migrations and the broker's, and returns a store whose worker
 // dispatches each due task with prepare and runner. Call Start to begin
 // dispatching and Close to stop.
 func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare, opts ...Option) (*RiverStore, error) {
-	o := options{
-		clock: engine.SystemClock{}, logger: slog.New(slog.DiscardHandler), workers: 100, pollInterval: 25 * time.Millisecond, limits: defaultLimits,
-		tracer: noop.NewTracerProvider().Tracer(""), obs: NopObserver{}, cb: defaultCallbacks(), statsEvery: DefaultStatsInterval,
-	}
+	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	// WAL and one connection, as River's SQLite driver recommends: SQLite
 	// allows one writer, and River works concurrently. busy_timeout covers
@@ -196,7 +243,7 @@ func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(FULL)"
 	db := sql.OpenDB(stmtCacheConnector{dsn: dsn, drv: &sqlite.Driver{}}) // see stmtcache.go
 	db.SetMaxOpenConns(1)
-	s, err := newRiverStore(ctx, db, runner, prepare, o)
+	s, err := newRiverStore(ctx, db, riversqlite.New(db), schema, false, runner, prepare, o)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -204,8 +251,17 @@ func OpenSQLite(ctx context.Context, path string, runner Runner, prepare Prepare
 	return s, nil
 }
 
-func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepare, o options) (*RiverStore, error) {
-	driver := riversqlite.New(db)
+func (o options) validate() error {
+	if o.rescueAfter < MinRescueAfter {
+		return fmt.Errorf("tasks: rescue-after %s is below the minimum %s", o.rescueAfter, MinRescueAfter)
+	}
+	if o.maxConns < 1 {
+		return fmt.Errorf("tasks: max connections %d must be at least 1", o.maxConns)
+	}
+	return nil
+}
+
+func newRiverStore(ctx context.Context, db *sql.DB, driver riverdriver.Driver[*sql.Tx], ddl string, postgres bool, runner Runner, prepare Prepare, o options) (*RiverStore, error) {
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: o.logger})
 	if err != nil {
 		return nil, fmt.Errorf("tasks: river migrator: %w", err)
@@ -213,7 +269,7 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("tasks: river migrations: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
 		return nil, fmt.Errorf("tasks: create table: %w", err)
 	}
 	if err := addColumns(ctx, db); err != nil {
@@ -224,8 +280,9 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 			return nil, fmt.Errorf("tasks: create index: %w", err)
 		}
 	}
+	runner = boundedRunner{Runner: runner, max: o.rescueAfter / 4}
 	s := &RiverStore{
-		db: db, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits,
+		db: db, postgres: postgres, runner: runner, prepare: prepare, clock: o.clock, logger: o.logger, limits: o.limits, rescueAfter: o.rescueAfter,
 		tracer: o.tracer, obs: o.obs, cb: o.cb, statsEvery: o.statsEvery,
 	}
 	s.watches.max = o.maxWatches
@@ -242,11 +299,17 @@ func newRiverStore(ctx context.Context, db *sql.DB, runner Runner, prepare Prepa
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.workers}},
 		FetchPollInterval: o.pollInterval,
 		FetchCooldown:     min(o.pollInterval, 100*time.Millisecond),
-		JobTimeout:        -1, // the policy's total_timeout bounds a dispatch
-		MaxAttempts:       25,
-		// Rescues callback jobs of a broker that died mid-try (their
-		// worker sets a Timeout); dispatch jobs, with no timeout, are not.
+		// Each worker sets its job's timeout (worker.Timeout, a
+		// callback's callbackTimeout): River rescues a job still running
+		// after both RescueStuckJobsAfter and its timeout, its broker
+		// presumed dead. A dispatch's timeout is WithRescueAfter's d, and
+		// the dispatch itself ends by d/2 (its engine run by d/4), so a
+		// live broker's dispatch is never rescued while it runs. River's
+		// rescuer ignores a job whose timeout is negative (none): a task
+		// whose broker died mid-dispatch would stay RUNNING.
+		JobTimeout:           -1,
 		RescueStuckJobsAfter: o.cb.rescueAfter(),
+		MaxAttempts:          25,
 		// River's job rows live no longer than the tasks they ran.
 		CompletedJobRetentionPeriod: riverDone,
 		CancelledJobRetentionPeriod: riverDone,
@@ -299,4 +362,24 @@ func (s *RiverStore) Close(ctx context.Context) error {
 
 // sql returns q in the database's placeholder syntax; queries are written
 // with ? placeholders, as SQLite takes them.
-func (s *RiverStore) sql(q string) string { return q }
+func (s *RiverStore) sql(q string) string {
+	if s.postgres {
+		return rebind(q)
+	}
+	return q
+}
+
+// boundedRunner ends every engine run within max, so that River's job
+// timeout (twice max) never cuts a run in the middle and its rescuer (four
+// times max) never takes the job of a dispatch that still runs on a live
+// broker. The engine reads the deadline as a shorter total_timeout.
+type boundedRunner struct {
+	Runner
+	max time.Duration
+}
+
+func (b boundedRunner) Run(ctx context.Context, c *engine.Call) (*engine.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.max)
+	defer cancel()
+	return b.Runner.Run(ctx, c)
+}

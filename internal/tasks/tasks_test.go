@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,7 +84,7 @@ func loopbackOnly(u *url.URL) error {
 
 // prepareWith returns a Prepare building calls under policy p with a
 // plain client (the upstream is loopback; loopbackOnly guards it).
-func prepareWith(t *testing.T, p *engine.Policy) tasks.Prepare {
+func prepareWith(t testing.TB, p *engine.Policy) tasks.Prepare {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -122,12 +121,12 @@ func policy(t *testing.T, mut func(*engine.Policy)) *engine.Policy {
 	return &p
 }
 
-// open opens a store on path with a real engine runner over a memory
-// store and starts it; it is closed when the test ends.
-func open(t *testing.T, path string, p *engine.Policy) *tasks.RiverStore {
+// open opens a store of backend b at place with a real engine runner over
+// a memory store and opts, and starts it; it is closed when the test ends.
+func open(t *testing.T, b backend, place string, p *engine.Policy, opts ...tasks.Option) *tasks.RiverStore {
 	t.Helper()
 	runner := engine.NewRunner(memstore.New())
-	s, err := tasks.OpenSQLite(t.Context(), path, runner, prepareWith(t, p), tasks.WithPollInterval(50*time.Millisecond))
+	s, err := b.open(t.Context(), place, runner, prepareWith(t, p), append([]tasks.Option{tasks.WithPollInterval(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +141,7 @@ func open(t *testing.T, path string, p *engine.Policy) *tasks.RiverStore {
 	return s
 }
 
-func request(t *testing.T, method, rawURL string) []byte {
+func request(t testing.TB, method, rawURL string) []byte {
 	t.Helper()
 	b, err := json.Marshal(storedRequest{Method: method, URL: rawURL})
 	if err != nil {
@@ -191,9 +190,11 @@ func riverJobSettled(t *testing.T, s *tasks.RiverStore, tenant, id string) (int,
 
 func final(task *tasks.Task) bool { return task.State.Final() }
 
-func TestTaskRunsToSucceeded(t *testing.T) {
+func TestTaskRunsToSucceeded(t *testing.T) { eachBackend(t, testTaskRunsToSucceeded) }
+
+func testTaskRunsToSucceeded(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 503}, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	task, created, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "t1", Request: request(t, "POST", up.URL+"/x")})
 	if err != nil || !created {
 		t.Fatalf("create: %v created=%v", err, created)
@@ -222,9 +223,13 @@ func TestTaskRunsToSucceeded(t *testing.T) {
 // a 503 then a 200, which a used-up budget of 2 would not allow), River
 // counts no attempt for the wait, and every send carries the same key.
 func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) {
+	eachBackend(t, testTaskWaitsOnLongHintWithoutUsingAttempts)
+}
+
+func testTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "2"}}, reply{status: 503}, reply{status: 200})
 	p := policy(t, func(p *engine.Policy) { p.MaxRetries = 1; p.MaxDelay = time.Second })
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), p)
+	s := open(t, b, b.place(t), p)
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "w", IdempotencyKey: "caller-key", Request: request(t, "POST", up.URL)}); err != nil {
 		t.Fatal(err)
 	}
@@ -261,10 +266,12 @@ func TestTaskWaitsOnLongHintWithoutUsingAttempts(t *testing.T) {
 
 // TestTaskIDDeduplicatesCreation: a second create with the same task_id
 // returns the first task, unchanged, and schedules nothing more.
-func TestTaskIDDeduplicatesCreation(t *testing.T) {
+func TestTaskIDDeduplicatesCreation(t *testing.T) { eachBackend(t, testTaskIDDeduplicatesCreation) }
+
+func testTaskIDDeduplicatesCreation(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
 	other := newUpstream(t, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	first, created, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "same", Request: request(t, "GET", up.URL)})
 	if err != nil || !created {
 		t.Fatalf("first: %v %v", err, created)
@@ -290,9 +297,11 @@ func TestTaskIDDeduplicatesCreation(t *testing.T) {
 // and its River job ends: cancelled, or completed when the job was in an
 // early dispatch (which snoozes a task due within 5 s) and found the row
 // cancelled; cancelling again returns it unchanged.
-func TestTaskCancel(t *testing.T) {
+func TestTaskCancel(t *testing.T) { eachBackend(t, testTaskCancel) }
+
+func testTaskCancel(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "c", NotBefore: time.Now().Add(2 * time.Second), Request: request(t, "GET", up.URL)}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,8 +326,10 @@ func TestTaskCancel(t *testing.T) {
 // TestTaskTenantIsolation: tenant b cannot get, cancel or list tenant a's
 // task, and is told NOT_FOUND (ErrNotFound), as for an id that does not
 // exist, so ids cannot be probed.
-func TestTaskTenantIsolation(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+func TestTaskTenantIsolation(t *testing.T) { eachBackend(t, testTaskTenantIsolation) }
+
+func testTaskTenantIsolation(t *testing.T, b backend) {
+	s := open(t, b, b.place(t), policy(t, nil))
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "secret", NotBefore: time.Now().Add(time.Hour), Request: request(t, "GET", "http://127.0.0.1:1/")}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,8 +354,10 @@ func TestTaskTenantIsolation(t *testing.T) {
 
 // TestTaskListPagesByState: pages in creation order, filtered by state,
 // with a token that ends on the last page; a forged token is refused.
-func TestTaskListPagesByState(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+func TestTaskListPagesByState(t *testing.T) { eachBackend(t, testTaskListPagesByState) }
+
+func testTaskListPagesByState(t *testing.T, b backend) {
+	s := open(t, b, b.place(t), policy(t, nil))
 	later := time.Now().Add(time.Hour)
 	for _, id := range []string{"1", "2", "3", "4", "5"} {
 		if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: id, NotBefore: later, Request: request(t, "GET", "http://127.0.0.1:1/")}); err != nil {
@@ -378,11 +391,13 @@ func TestTaskListPagesByState(t *testing.T) {
 
 // TestTaskSurvivesRestart: a task created by one store and not yet due
 // when it closes runs after a new store opens the same file.
-func TestTaskSurvivesRestart(t *testing.T) {
+func TestTaskSurvivesRestart(t *testing.T) { eachBackend(t, testTaskSurvivesRestart) }
+
+func testTaskSurvivesRestart(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
-	path := filepath.Join(t.TempDir(), "tasks.db")
+	path := b.place(t)
 	p := policy(t, nil)
-	first, err := tasks.OpenSQLite(t.Context(), path, engine.NewRunner(memstore.New()), prepareWith(t, p))
+	first, err := b.open(t.Context(), path, engine.NewRunner(memstore.New()), prepareWith(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +407,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 	if err := first.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	s := open(t, path, p)
+	s := open(t, b, path, p)
 	done := waitFor(t, s, "a", "r", final)
 	if done.State != tasks.StateSucceeded || len(up.requests()) != 1 {
 		t.Fatalf("after restart: %s, %d sends", done.State, len(up.requests()))
@@ -402,9 +417,11 @@ func TestTaskSurvivesRestart(t *testing.T) {
 // TestTaskRetryAfterFailure: a task that failed (a 400 is not retryable)
 // is scheduled again by Retry and succeeds, keeping its first attempt and
 // its idempotency key; Retry of a task that is not FAILED is refused.
-func TestTaskRetryAfterFailure(t *testing.T) {
+func TestTaskRetryAfterFailure(t *testing.T) { eachBackend(t, testTaskRetryAfterFailure) }
+
+func testTaskRetryAfterFailure(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 400}, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	created, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "f", Request: request(t, "POST", up.URL)})
 	if err != nil {
 		t.Fatal(err)
@@ -442,9 +459,13 @@ func TestTaskRetryAfterFailure(t *testing.T) {
 // the due time is generous for a loaded machine: a job left 'scheduled'
 // waited for the first leader's scheduler.
 func TestTaskDueSoonDoesNotWaitForRiversLeader(t *testing.T) {
+	eachBackend(t, testTaskDueSoonDoesNotWaitForRiversLeader)
+}
+
+func testTaskDueSoonDoesNotWaitForRiversLeader(t *testing.T, b backend) {
 	now := newUpstream(t, reply{status: 200})
 	soon := newUpstream(t, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	created := time.Now()
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "now", Request: request(t, "GET", now.URL)}); err != nil {
 		t.Fatal(err)
@@ -480,10 +501,14 @@ func TestTaskDueSoonDoesNotWaitForRiversLeader(t *testing.T) {
 // sent at or after their due time, never before, and soon after it: within
 // 2 s, generous for a loaded machine. Each records one dispatch per send.
 func TestTaskDueLaterRunsOnTimeNotEarly(t *testing.T) {
+	eachBackend(t, testTaskDueLaterRunsOnTimeNotEarly)
+}
+
+func testTaskDueLaterRunsOnTimeNotEarly(t *testing.T, b backend) {
 	later := newUpstream(t, reply{status: 200})
 	hinted := newUpstream(t, reply{status: 429, kv: []string{"Retry-After", "7"}}, reply{status: 200})
 	p := policy(t, func(p *engine.Policy) { p.MaxDelay = time.Second })
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), p)
+	s := open(t, b, b.place(t), p)
 	notBefore := time.Now().Add(7 * time.Second).Truncate(time.Millisecond)
 	if _, _, err := s.Create(t.Context(), tasks.NewTask{Tenant: "a", ID: "later", NotBefore: notBefore, Request: request(t, "GET", later.URL)}); err != nil {
 		t.Fatal(err)
@@ -519,8 +544,12 @@ func TestTaskDueLaterRunsOnTimeNotEarly(t *testing.T) {
 // of an id returns the same task (its idempotency key), and each task is
 // sent once.
 func TestTaskConcurrentCreatesDeduplicate(t *testing.T) {
+	eachBackend(t, testTaskConcurrentCreatesDeduplicate)
+}
+
+func testTaskConcurrentCreatesDeduplicate(t *testing.T, b backend) {
 	up := newUpstream(t, reply{status: 200})
-	s := open(t, filepath.Join(t.TempDir(), "tasks.db"), policy(t, nil))
+	s := open(t, b, b.place(t), policy(t, nil))
 	const ids, copies = 50, 4
 	type result struct {
 		key     string

@@ -18,11 +18,19 @@ type worker struct {
 	s *RiverStore
 }
 
+// Timeout is a dispatch job's timeout for River: WithRescueAfter's d. Work
+// ends the dispatch itself by d/2 (and boundedRunner its engine run by
+// d/4), so River, which rescues a job running past both its timeout and
+// RescueStuckJobsAfter, takes only the job of a broker that died.
+func (w *worker) Timeout(*river.Job[dispatchArgs]) time.Duration { return w.s.rescueAfter }
+
 // Work runs the task's engine call once and records what it decided. It
 // returns river.JobSnooze for a wait (River counts no attempt), nil for a
 // final state, and an error only when the database failed (River retries).
 func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	s := w.s
+	ctx, cancel := context.WithTimeout(ctx, s.rescueAfter/2)
+	defer cancel()
 	r, err := s.getRow(ctx, job.Args.Tenant, job.Args.TaskID)
 	if errors.Is(err, ErrNotFound) || (err == nil && r.State.Final()) {
 		return nil // deleted or already final (cancelled): nothing to run
