@@ -254,15 +254,16 @@ func checkCredentials(t *testing.T, rep *suite.Report) {
 }
 
 // checkTasks checks the tasks scenario's rows: every row ran to the end,
-// no create failed, every task due was sent exactly once and every
-// citizenship task succeeded (correctness; no figure is judged).
+// on SQLite and on PostgreSQL, no create failed, every task due was sent
+// exactly once and every citizenship task succeeded (correctness; no
+// figure is judged).
 func checkTasks(t *testing.T, rep *suite.Report) {
 	t.Helper()
 	tr := rep.Tasks
 	if tr == nil {
 		t.Fatal("no tasks results")
 	}
-	if !tr.CreateMeasured || !tr.DispatchMeasured || !tr.LagMeasured || !tr.ReopenMeasured || !tr.CitizenMeasured {
+	if !tr.CreateMeasured || !tr.DispatchMeasured || !tr.LagMeasured || !tr.ReopenMeasured || !tr.CitizenMeasured || tr.Store != "SQLite" {
 		t.Errorf("tasks: rows that did not run to the end: %+v", tr)
 	}
 	if tr.CreateErrors != 0 || tr.CreateRate == 0 || tr.RSSAfter == 0 {
@@ -270,6 +271,11 @@ func checkTasks(t *testing.T, rep *suite.Report) {
 	}
 	if tr.DispatchLost+tr.LagLost+tr.ReopenLost != 0 || tr.DispatchDup != 0 || tr.DispatchRate == 0 {
 		t.Errorf("tasks: lost %d/%d/%d, %d duplicate sends, %.0f/s", tr.DispatchLost, tr.LagLost, tr.ReopenLost, tr.DispatchDup, tr.DispatchRate)
+	}
+	if pg := tr.Postgres; pg == nil {
+		t.Error("tasks: no PostgreSQL rows")
+	} else if !pg.CreateMeasured || !pg.DispatchMeasured || !pg.LagMeasured || pg.CreateErrors != 0 || pg.DispatchLost+pg.LagLost != 0 || pg.DispatchDup != 0 {
+		t.Errorf("tasks: PostgreSQL rows: %+v", pg)
 	}
 	if tr.CitizenSucceeded != tr.Params.Citizenship || tr.Citizen.Accepted < tr.Params.Citizenship {
 		t.Errorf("tasks: citizenship: %d of %d succeeded, %d accepted sends", tr.CitizenSucceeded, tr.Params.Citizenship, tr.Citizen.Accepted)

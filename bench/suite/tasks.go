@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/tasks/pgtest"
 )
 
 // TasksParams sizes the tasks scenario (issue 20's targets): deferred
@@ -47,6 +49,8 @@ type TasksParams struct {
 	Citizenship   int
 	CitizenQuota  int
 	CitizenWindow time.Duration
+	// Postgres runs the creation, dispatch and lag rows on PostgreSQL too.
+	Postgres bool
 }
 
 // tasksParams returns the scenario's sizes for a full or quick run.
@@ -54,18 +58,19 @@ func tasksParams(quick bool) TasksParams {
 	if quick {
 		return TasksParams{
 			Callers: 16, Created: 1_000, Dispatched: 300, Lag: 30, LagSpread: 7 * time.Second, Reopen: 20,
-			Citizenship: 200, CitizenQuota: 50, CitizenWindow: 2 * time.Second,
+			Citizenship: 200, CitizenQuota: 50, CitizenWindow: 2 * time.Second, Postgres: true,
 		}
 	}
 	return TasksParams{
 		Callers: 32, Created: 100_000, Dispatched: 10_000, Lag: 200, LagSpread: 11 * time.Second, Reopen: 100,
-		Citizenship: 10_000, CitizenQuota: 50, CitizenWindow: 2 * time.Second,
+		Citizenship: 10_000, CitizenQuota: 50, CitizenWindow: 2 * time.Second, Postgres: true,
 	}
 }
 
-// TasksReport is the tasks scenario's result.
-type TasksReport struct {
-	Params TasksParams
+// TasksRows are the rows the scenario measures on each store.
+type TasksRows struct {
+	// Store names the store: "SQLite" or "PostgreSQL".
+	Store string
 	// CreateRate is CreateTask calls per second (Callers concurrent
 	// callers, Created tasks); ClassifyRate is the same callers' rate of
 	// ClassifyResponse on the same broker, an RPC that stores nothing
@@ -84,6 +89,17 @@ type TasksReport struct {
 	// LagP50, LagP99 and LagMax are send time minus not_before.
 	LagP50, LagP99, LagMax time.Duration
 	LagLost                int
+	// The rows that ran to the end; a row that did not is not judged.
+	CreateMeasured, DispatchMeasured, LagMeasured bool
+}
+
+// TasksReport is the tasks scenario's result: the rows of both stores
+// (SQLite's embedded), and the reopen and citizenship rows (SQLite).
+type TasksReport struct {
+	Params TasksParams
+	TasksRows
+	// Postgres is the same rows on PostgreSQL; nil when it did not run.
+	Postgres *TasksRows
 	// ReopenP50 ... are send time minus the gate's reopening (a refusal's
 	// arrival plus its Retry-After).
 	ReopenP50, ReopenP99, ReopenMax time.Duration
@@ -95,7 +111,7 @@ type TasksReport struct {
 	CitizenSucceeded int
 	CitizenWindows   int
 	// The rows that ran to the end; a row that did not is not judged.
-	CreateMeasured, DispatchMeasured, LagMeasured, ReopenMeasured, CitizenMeasured bool
+	ReopenMeasured, CitizenMeasured bool
 }
 
 // CitizenLater is the citizenship row's windows after the first, up to
@@ -205,11 +221,22 @@ func (u *taskUpstream) waitAccepted(ctx context.Context, n int, bound time.Durat
 	}
 }
 
-// tasksBroker starts a broker process with tasks on a fresh SQLite file
-// of the suite; config is a --config file ("" for the dev tenant).
-func (s *suite) tasksBroker(ctx context.Context, name, config string) (*broker, rbv1.BrokerServiceClient, func(), error) {
-	db := filepath.Join(s.tmp, "tasks-"+name+".db")
-	b, err := startBroker(ctx, s.brokerBin, brokerOptions{config: config, extra: []string{"--tasks-sqlite", db}})
+// taskStore gives the broker flags of a fresh task store for a phase.
+type taskStore func(ctx context.Context, phase string) ([]string, error)
+
+// sqliteStore is a fresh SQLite file of the suite per phase.
+func (s *suite) sqliteStore(_ context.Context, phase string) ([]string, error) {
+	return []string{"--tasks-sqlite", filepath.Join(s.tmp, "tasks-"+phase+".db")}, nil
+}
+
+// tasksBroker starts a broker process with tasks on a fresh store of
+// store; config is a --config file ("" for the dev tenant).
+func (s *suite) tasksBroker(ctx context.Context, store taskStore, name, config string) (*broker, rbv1.BrokerServiceClient, func(), error) {
+	flags, err := store(ctx, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := startBroker(ctx, s.brokerBin, brokerOptions{config: config, extra: flags})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -303,17 +330,15 @@ func lagStats(due, sent map[string]time.Time) (p50, p99, maxLag time.Duration, l
 	return percentile(lags, 0.50), percentile(lags, 0.99), lags[len(lags)-1], lost
 }
 
-// tasksRun measures issue 20's targets on SQLite: the creation rate and
-// the memory of stored tasks, the dispatch rate, the dispatch lag after
-// not_before and after a gate's reopening, and quota citizenship of a
-// task backlog on one gate.
-func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, error) {
-	rep := &TasksReport{Params: p}
+// tasksRows measures the rows every store has: the creation rate and the
+// memory of stored tasks, the dispatch rate and the dispatch lag after
+// not_before, each phase on a fresh store of store.
+func (s *suite) tasksRows(ctx context.Context, p TasksParams, rep *TasksRows, store taskStore) []error {
 	var errs []error
 
 	// Creation rate and memory: Created tasks due in an hour.
 	if err := func() error {
-		b, client, stop, err := s.tasksBroker(ctx, "create", "")
+		b, client, stop, err := s.tasksBroker(ctx, store, "create", "")
 		if err != nil {
 			return err
 		}
@@ -325,7 +350,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 			return err
 		}
 		hour := time.Now().Add(time.Hour)
-		s.logf("tasks: creating %d tasks from %d callers", p.Created, p.Callers)
+		s.logf("tasks (%s): creating %d tasks from %d callers", rep.Store, p.Created, p.Callers)
 		rep.CreateRate, rep.CreateErrors = createTasks(ctx, client, p.Callers, p.Created, "http://127.0.0.1:9", func(int) time.Time { return hour })
 		time.Sleep(time.Second)
 		if rep.RSSAfter, err = b.rssBytes(); err != nil {
@@ -344,7 +369,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 			return err
 		}
 		defer up.close()
-		_, client, stop, err := s.tasksBroker(ctx, "dispatch", "")
+		_, client, stop, err := s.tasksBroker(ctx, store, "dispatch", "")
 		if err != nil {
 			return err
 		}
@@ -353,7 +378,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 		// creation rate measured, with room to spare).
 		createFor := time.Duration(float64(p.Dispatched) / max(rep.CreateRate, 100) * 1.5 * float64(time.Second))
 		dueAt := time.Now().Add(createFor + 2*time.Second)
-		s.logf("tasks: %d tasks due at once", p.Dispatched)
+		s.logf("tasks (%s): %d tasks due at once", rep.Store, p.Dispatched)
 		if _, n := createTasks(ctx, client, p.Callers, p.Dispatched, up.url, func(int) time.Time { return dueAt }); n > 0 {
 			return fmt.Errorf("%d creates failed", n)
 		}
@@ -396,6 +421,43 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 		errs = append(errs, fmt.Errorf("dispatch: %w", err))
 	}
 
+	return errs
+}
+
+// tasksRun measures issue 20's targets on SQLite: the creation rate and
+// the memory of stored tasks, the dispatch rate, the dispatch lag after
+// not_before and after a gate's reopening, and quota citizenship of a
+// task backlog on one gate.
+func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, error) {
+	rep := &TasksReport{Params: p}
+	rep.Store = "SQLite"
+	errs := s.tasksRows(ctx, p, &rep.TasksRows, s.sqliteStore)
+
+	// The same rows on PostgreSQL: one postgres (internal/tasks/pgtest:
+	// Debian's, as a non-root user, on loopback, fsync off), a fresh
+	// database per phase.
+	if p.Postgres && ctx.Err() == nil {
+		if err := func() error {
+			dir := filepath.Join(s.tmp, "postgres")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			srv, err := pgtest.NewServer(dir)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = srv.Close() }()
+			rows := &TasksRows{Store: "PostgreSQL"}
+			rep.Postgres = rows
+			pgStore := func(ctx context.Context, _ string) ([]string, error) {
+				url, err := srv.CreateDatabase(ctx)
+				return []string{"--tasks-postgres", url}, err
+			}
+			return errors.Join(s.tasksRows(ctx, p, rows, pgStore)...)
+		}(); err != nil {
+			errs = append(errs, fmt.Errorf("postgres: %w", err))
+		}
+	}
 	// Lag after a gate's reopening: Reopen tasks at once on a gate closed
 	// by a 2 s Retry-After, above the policy's 1 s max_delay, so they wait
 	// as tasks (WAITING), not as parked calls.
@@ -409,7 +471,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 			return err
 		}
 		defer up.close()
-		_, client, stop, err := s.tasksBroker(ctx, "reopen", cfg)
+		_, client, stop, err := s.tasksBroker(ctx, s.sqliteStore, "reopen", cfg)
 		if err != nil {
 			return err
 		}
@@ -446,7 +508,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 		if err != nil {
 			return err
 		}
-		_, client, stop, err := s.tasksBroker(ctx, "citizen", cfg)
+		_, client, stop, err := s.tasksBroker(ctx, s.sqliteStore, "citizen", cfg)
 		if err != nil {
 			return err
 		}
@@ -523,7 +585,7 @@ func (r *Report) tasksTargets() []Target {
 		}
 		return yesNo(ok)
 	}
-	return []Target{
+	out := []Target{
 		{fmt.Sprintf("tasks (SQLite): ≥ 2,000 tasks/s created (%d callers)", p.Callers), fmt.Sprintf("%.0f/s", tr.CreateRate), judge(tr.CreateMeasured, tr.CreateRate >= 2000 && tr.CreateErrors == 0)},
 		{fmt.Sprintf("tasks (SQLite): ≥ 1,000 tasks/s dispatched to a loopback upstream (%d due at once)", p.Dispatched), fmt.Sprintf("%.0f/s, %d lost, %d duplicate sends", tr.DispatchRate, tr.DispatchLost, tr.DispatchDup), judge(tr.DispatchMeasured, tr.DispatchRate >= 1000 && tr.DispatchLost == 0)},
 		{fmt.Sprintf("tasks (SQLite): dispatch lag p99 ≤ 100 ms after not_before (%d tasks over %s)", p.Lag, p.LagSpread), fmt.Sprintf("p50 %s, p99 %s, max %s, %d lost", fmtDur(tr.LagP50), fmtDur(tr.LagP99), fmtDur(tr.LagMax), tr.LagLost), judge(tr.LagMeasured, tr.LagP99 <= 100*time.Millisecond && tr.LagLost == 0)},
@@ -533,6 +595,13 @@ func (r *Report) tasksTargets() []Target {
 		{"tasks (SQLite): ≤ 1 refused per window after the first", fmt.Sprintf("%.2f per window, at most %d", later.RefusedPerWindow(), later.MaxRefusedInAWindow()), judge(tr.CitizenMeasured, later.MaxRefusedInAWindow() <= 1)},
 		{"tasks (SQLite): goodput ≥ 95% of the quota after the first window", fmt.Sprintf("%.1f%% over %d windows", 100*later.Goodput(), len(later.Windows)), judge(tr.CitizenMeasured && len(later.Windows) > 0, later.Goodput() >= 0.95)},
 	}
+	if pg := tr.Postgres; pg != nil {
+		out = append(out,
+			Target{fmt.Sprintf("tasks (PostgreSQL): dispatch lag p99 ≤ 100 ms after not_before (%d tasks over %s)", p.Lag, p.LagSpread), fmt.Sprintf("p50 %s, p99 %s, max %s, %d lost", fmtDur(pg.LagP50), fmtDur(pg.LagP99), fmtDur(pg.LagMax), pg.LagLost), judge(pg.LagMeasured, pg.LagP99 <= 100*time.Millisecond && pg.LagLost == 0)},
+			Target{fmt.Sprintf("tasks (PostgreSQL): every one of %d tasks due at once sent, once", p.Dispatched), fmt.Sprintf("%.0f/s, %d lost, %d duplicate sends", pg.DispatchRate, pg.DispatchLost, pg.DispatchDup), judge(pg.DispatchMeasured, pg.DispatchLost == 0 && pg.DispatchDup == 0)},
+		)
+	}
+	return out
 }
 
 // TasksTable is the tasks scenario's table.
@@ -543,15 +612,21 @@ func (r *Report) TasksTable() string {
 	}
 	p := tr.Params
 	var b strings.Builder
-	b.WriteString("| row | figure | baseline or bound |\n|---|---:|---|\n")
-	fmt.Fprintf(&b, "| CreateTask, %d callers, %d tasks due in 1 h | %.0f/s (%d errors) | ClassifyResponse (stores nothing), same callers: %.0f/s (%.0f%%) |\n",
-		p.Callers, p.Created, tr.CreateRate, tr.CreateErrors, tr.ClassifyRate, 100*tr.CreateRate/max(tr.ClassifyRate, 1))
-	fmt.Fprintf(&b, "| RSS with %d stored tasks | %s → %s (%+.1f MiB) | ≤ 32 MiB more |\n", p.Created, fmtBytes(float64(tr.RSSBefore)), fmtBytes(float64(tr.RSSAfter)), float64(tr.RSSAfter-tr.RSSBefore)/(1<<20))
-	fmt.Fprintf(&b, "| dispatch, %d tasks due at once | %.0f/s (%d lost, %d duplicate sends) | ≥ 1,000/s |\n", p.Dispatched, tr.DispatchRate, tr.DispatchLost, tr.DispatchDup)
-	fmt.Fprintf(&b, "| lag after not_before, %d tasks over %s | p50 %s, p99 %s, max %s (%d lost) | p99 ≤ 100 ms |\n", p.Lag, p.LagSpread, fmtDur(tr.LagP50), fmtDur(tr.LagP99), fmtDur(tr.LagMax), tr.LagLost)
-	fmt.Fprintf(&b, "| lag after a gate reopens, %d tasks | p50 %s, p99 %s, max %s (%d lost) | p99 ≤ 100 ms |\n", p.Reopen, fmtDur(tr.ReopenP50), fmtDur(tr.ReopenP99), fmtDur(tr.ReopenMax), tr.ReopenLost)
+	b.WriteString("| store | row | figure | baseline or bound |\n|---|---|---:|---|\n")
+	rows := []*TasksRows{&tr.TasksRows}
+	if tr.Postgres != nil {
+		rows = append(rows, tr.Postgres)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | CreateTask, %d callers, %d tasks due in 1 h | %.0f/s (%d errors) | ClassifyResponse (stores nothing), same callers: %.0f/s (%.0f%%) |\n",
+			r.Store, p.Callers, p.Created, r.CreateRate, r.CreateErrors, r.ClassifyRate, 100*r.CreateRate/max(r.ClassifyRate, 1))
+		fmt.Fprintf(&b, "| %s | RSS with %d stored tasks | %s → %s (%+.1f MiB) | ≤ 32 MiB more |\n", r.Store, p.Created, fmtBytes(float64(r.RSSBefore)), fmtBytes(float64(r.RSSAfter)), float64(r.RSSAfter-r.RSSBefore)/(1<<20))
+		fmt.Fprintf(&b, "| %s | dispatch, %d tasks due at once | %.0f/s (%d lost, %d duplicate sends) | ≥ 1,000/s (SQLite) |\n", r.Store, p.Dispatched, r.DispatchRate, r.DispatchLost, r.DispatchDup)
+		fmt.Fprintf(&b, "| %s | lag after not_before, %d tasks over %s | p50 %s, p99 %s, max %s (%d lost) | p99 ≤ 100 ms |\n", r.Store, p.Lag, p.LagSpread, fmtDur(r.LagP50), fmtDur(r.LagP99), fmtDur(r.LagMax), r.LagLost)
+	}
+	fmt.Fprintf(&b, "| SQLite | lag after a gate reopens, %d tasks | p50 %s, p99 %s, max %s (%d lost) | p99 ≤ 100 ms |\n", p.Reopen, fmtDur(tr.ReopenP50), fmtDur(tr.ReopenP99), fmtDur(tr.ReopenMax), tr.ReopenLost)
 	later := tr.CitizenLater()
-	fmt.Fprintf(&b, "| %d tasks on one gate, quota %d per %s (Retry-After) | %d succeeded in %d windows; after the first: %.2f refused per window (max %d), goodput %.1f%% | all succeed, ≤ 1 refused per window, goodput ≥ 95%% |\n",
+	fmt.Fprintf(&b, "| SQLite | %d tasks on one gate, quota %d per %s (Retry-After) | %d succeeded in %d windows; after the first: %.2f refused per window (max %d), goodput %.1f%% | all succeed, ≤ 1 refused per window, goodput ≥ 95%% |\n",
 		p.Citizenship, p.CitizenQuota, p.CitizenWindow, tr.CitizenSucceeded, tr.CitizenWindows, later.RefusedPerWindow(), later.MaxRefusedInAWindow(), 100*later.Goodput())
 	return b.String()
 }
@@ -563,7 +638,8 @@ func (r *Report) tasksSection(b *strings.Builder) {
 		"Each row runs a fresh broker process (built from `./cmd/broker`) on a fresh SQLite file, with loopback upstreams that record when each task was first sent. " +
 		"The memory row's tasks are SCHEDULED an hour ahead: a task waiting for its time and one WAITING on a gate are the same row and River job. " +
 		"The reopen row's policy has `max_delay: 1s` under a 2 s Retry-After, so its tasks wait as tasks, not as parked calls; its lag is from the gate's reopening (the latest refusal's arrival plus its Retry-After) to each task's send. " +
-		"The citizenship row uses the fake provider of section 1 (Retry-After style) and the quota rows' policy.\n\n")
+		"The citizenship row uses the fake provider of section 1 (Retry-After style) and the quota rows' policy. " +
+		"The PostgreSQL rows run on one Debian `postgres` started by the suite (`internal/tasks/pgtest`: loopback, a fresh database per row, **fsync off**, so they measure the broker and River, not a disk), with the same flags otherwise.\n\n")
 	b.WriteString(r.TasksTable())
 	b.WriteString("\n")
 }
