@@ -129,22 +129,24 @@ func (s *RiverStore) finish(ctx context.Context, r *row, v verdict, res *engine.
 	return nil
 }
 
-// riverSchedulerInterval is how often River's scheduler (run by the
-// leader only) frees 'scheduled' jobs: it frees those due within the next
-// interval, keeping their exact run time, which the fetch loop then honours
-// within its poll interval. A snooze of at most this interval skips the
-// scheduler: the job is 'available' at once, with its exact run time.
-// (maintenance.JobSchedulerIntervalDefault; not configurable in v0.51.)
-const riverSchedulerInterval = 5 * time.Second
+// River's scheduler (on the leader only, every 5 s:
+// maintenance.JobSchedulerIntervalDefault, not configurable in v0.51)
+// frees 'scheduled' jobs due within its next interval, keeping their exact
+// run time, which the fetch loop honours within its poll interval. A
+// snooze of at most 5 s skips the scheduler: the job is 'available' at
+// once, with its exact run time.
 
-// insertAt is the ScheduledAt of a new River job for a task due at next.
-// It is zero (available now) unless next is more than River's scheduler
-// interval away: a job inserted with a run time is 'scheduled', and waits
-// for the scheduler, which runs only on the leader (elected a few seconds
-// after a start, and only once a killed leader's lease lapses). An early
-// dispatch snoozes the rest of the wait exactly (Work).
+// insertAt is the ScheduledAt of a new River job for a task due at next:
+// zero (available now) when it is due, else next. A job inserted with a
+// run time is 'scheduled': the leader's scheduler frees it up to 5 s
+// ahead with its exact run time. It is not inserted available to snooze
+// early instead (which would not wait for a leader after a restart): a
+// broker killed during that early dispatch, before River recorded its
+// snooze, leaves the job 'running' until River rescues it
+// (--tasks-rescue-after, 10 min by default), which TestTaskSurvivesSIGKILL
+// hit under load. Work still snoozes a job that comes early.
 func insertAt(now, next time.Time) time.Time {
-	if next.Sub(now) > riverSchedulerInterval {
+	if next.After(now) {
 		return next
 	}
 	return time.Time{}
