@@ -14,7 +14,7 @@ ADMIN_LISTEN ?= 127.0.0.1:9091
 # them off, TASKS='--tasks-postgres URL' moves them.
 STATE_DIR ?= $(if $(XDG_STATE_HOME),$(XDG_STATE_HOME),$(HOME)/.local/state)/retrybroker
 TASKS ?= --tasks-sqlite $(STATE_DIR)/tasks.db
-GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
+GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
 FUZZTIME ?= 10s
 BENCHTIME ?= 1s
 
