@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,6 +188,7 @@ func TestChartLintsAndDecodesStrictly(t *testing.T) {
 					len(r.deployments), len(r.configMaps), len(r.services), len(r.pdbs))
 			}
 			checkDeployment(t, r.deployments[0], name == "tls")
+			checkTasks(t, r.deployments[0], name == "ha")
 			checkConfig(t, r.configMaps[0])
 			if name == "ha" {
 				if len(r.hpas) != 1 || len(r.monitors) != 1 || len(r.netpols) != 1 {
@@ -285,6 +287,45 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, tls bool) {
 	}
 }
 
+// checkTasks: with tasks on (the ha value set), every replica gets the one
+// PostgreSQL store (--tasks-postgres with a URL that holds no password),
+// the password from its Secret as PGPASSWORD (the driver reads it; it is
+// in neither the pod spec nor the command line), the key and callback
+// secret files, and the rescue bound; with tasks off, no task flag.
+func checkTasks(t *testing.T, d *appsv1.Deployment, on bool) {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	args := map[string]string{}
+	for _, a := range c.Args {
+		k, v, _ := strings.Cut(a, "=")
+		if strings.HasPrefix(k, "--tasks-") {
+			args[k] = v
+		}
+	}
+	if !on {
+		if len(args) != 0 || len(c.Env) != 0 {
+			t.Errorf("tasks off, yet task flags %v and env %v", args, c.Env)
+		}
+		return
+	}
+	u, err := url.Parse(args["--tasks-postgres"])
+	if err != nil || u.Scheme != "postgres" || u.Host == "" {
+		t.Fatalf("--tasks-postgres=%q: %v", args["--tasks-postgres"], err)
+	}
+	if _, has := u.User.Password(); has {
+		t.Error("the --tasks-postgres URL holds a password")
+	}
+	for _, k := range []string{"--tasks-key-file", "--tasks-callback-secret-file", "--tasks-rescue-after", "--tasks-postgres-max-conns"} {
+		if args[k] == "" {
+			t.Errorf("no %s", k)
+		}
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "PGPASSWORD" || c.Env[0].Value != "" || c.Env[0].ValueFrom == nil ||
+		c.Env[0].ValueFrom.SecretKeyRef == nil || c.Env[0].ValueFrom.SecretKeyRef.Name != "retrybroker-tasks-db" {
+		t.Errorf("PGPASSWORD is not taken from the Secret: %+v", c.Env)
+	}
+}
+
 // checkConfig runs broker config check on the rendered configuration.
 func checkConfig(t *testing.T, cm *corev1.ConfigMap) {
 	t.Helper()
@@ -317,6 +358,7 @@ func TestChartRefusesShortGracePeriod(t *testing.T) {
 		{"terminationGracePeriodSeconds=20", "must exceed"}, // 5 s preStop + 15 s drain
 		{"broker.shutdownTimeout=1m", "must exceed"},        // 5 s + 60 s > 30 s
 		{"broker.shutdownTimeout=1m30s", "whole seconds, minutes or hours"},
+		{"tasks.enabled=true", "tasks.postgres.url is required"},
 	} {
 		out, err := exec.Command(tool(t, "helm"), "template", "rb", chartDir, "--kube-version", kubeVersion, "--set", tc.set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {

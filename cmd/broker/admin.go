@@ -11,6 +11,7 @@ import (
 	"github.com/retrybroker/retrybroker/internal/admin"
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/store"
+	"github.com/retrybroker/retrybroker/internal/tasks"
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
@@ -99,10 +100,12 @@ func (a adminTenants) Catalog(id string) (*providers.Catalog, bool) {
 }
 
 // serveAdmin serves the admin view (internal/admin) on its own listener
-// at addr; the returned function stops it.
-func serveAdmin(addr string, st store.Store, ids identities, tok admin.Token, logger *slog.Logger) (func(), error) {
+// at addr, with the task storage ts (nil: tasks are off); the returned
+// function stops it.
+func serveAdmin(addr string, st store.Store, ids identities, tok admin.Token, ts tasks.Store, logger *slog.Logger) (func(), error) {
 	h, err := admin.New(st, adminTenants{ids}, admin.WithToken(tok),
-		admin.WithTokens(func() []admin.Token { return configTokens(ids) }))
+		admin.WithTokens(func() []admin.Token { return configTokens(ids) }),
+		admin.WithTasks(func() tasks.Store { return ts }))
 	if err != nil {
 		return nil, fmt.Errorf("admin view: %w", err)
 	}

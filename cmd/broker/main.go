@@ -286,7 +286,7 @@ func serve(ctx context.Context, o *options, logger *slog.Logger, ready chan<- ne
 		defer stopMetrics()
 	}
 	if o.adminListen != "" {
-		stopAdmin, err := serveAdmin(o.adminListen, st, ids, adminTok, logger)
+		stopAdmin, err := serveAdmin(o.adminListen, st, ids, adminTok, taskSvc.Store, logger)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/internal/providers"
 	"github.com/retrybroker/retrybroker/internal/store"
+	"github.com/retrybroker/retrybroker/internal/tasks"
 )
 
 // Paths of the admin view.
@@ -33,8 +34,9 @@ const (
 	CatalogPath = "/admin/catalog"
 	// TenantsPath lists the configured tenants' ids: GET /admin/tenants.
 	TenantsPath = "/admin/tenants"
-	// TasksPath is reserved for tasks, which are not built yet: it answers
-	// 404 with a JSON message saying so.
+	// TasksPath lists a tenant's tasks (WithTasks):
+	// GET /admin/tasks?tenant=T[&state=S][&page_size=N][&page_token=X];
+	// 404 when task storage is off.
 	TasksPath = "/admin/tasks"
 	// PprofPath is net/http/pprof's index.
 	PprofPath = "/debug/pprof/"
@@ -58,6 +60,7 @@ type options struct {
 	token  Token
 	tokens func() []Token
 	now    func() time.Time
+	tasks  func() tasks.Store
 }
 
 // WithToken makes every request, from any peer (loopback included), need
@@ -146,9 +149,7 @@ func New(st store.Store, tenants Tenants, opts ...Option) (http.Handler, error) 
 	h.mux.HandleFunc(GatePath, h.serveGate)
 	h.mux.HandleFunc(CatalogPath, h.serveCatalog)
 	h.mux.HandleFunc(TenantsPath, h.serveTenants)
-	h.mux.HandleFunc(TasksPath, func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "tasks are not built yet")
-	})
+	h.mux.HandleFunc(TasksPath, h.serveTasks)
 	h.mux.HandleFunc(PprofPath, pprof.Index)
 	h.mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
 	h.mux.HandleFunc(PprofPath+"profile", pprof.Profile)
