@@ -159,7 +159,7 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		params := make([]river.InsertManyParams, len(fresh))
 		for i, r := range fresh {
 			params[i] = river.InsertManyParams{
-				Args:       dispatchArgs{Tenant: r.nt.Tenant, TaskID: r.nt.ID},
+				Args:       dispatchArgs{Tenant: r.nt.Tenant, TaskID: r.nt.ID, Due: nano(r.next)},
 				InsertOpts: &river.InsertOpts{ScheduledAt: insertAt(now, r.next)},
 			}
 		}

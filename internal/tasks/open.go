@@ -25,6 +25,10 @@ import (
 type dispatchArgs struct {
 	Tenant string `json:"tenant"`
 	TaskID string `json:"task_id"`
+	// Due is when the task was due as the job was inserted (Unix
+	// nanoseconds; 0 for older jobs): a run that starts before it is an
+	// early dispatch (see worker.Timeout).
+	Due int64 `json:"due,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -306,9 +310,11 @@ func newRiverStore(ctx context.Context, db *sql.DB, driver riverdriver.Driver[*s
 		// the dispatch itself ends by d/2 (its engine run by d/4), so a
 		// live broker's dispatch is never rescued while it runs. River's
 		// rescuer ignores a job whose timeout is negative (none): a task
-		// whose broker died mid-dispatch would stay RUNNING.
+		// whose broker died mid-dispatch would stay RUNNING. An early
+		// dispatch's timeout is 10 s and a callback's 20 s: with
+		// RescueStuckJobsAfter at most 30 s, theirs are rescued soon.
 		JobTimeout:           -1,
-		RescueStuckJobsAfter: o.cb.rescueAfter(),
+		RescueStuckJobsAfter: min(o.rescueAfter, o.cb.rescueAfter()),
 		MaxAttempts:          25,
 		// River's job rows live no longer than the tasks they ran.
 		CompletedJobRetentionPeriod: riverDone,

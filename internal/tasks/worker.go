@@ -22,7 +22,22 @@ type worker struct {
 // ends the dispatch itself by d/2 (and boundedRunner its engine run by
 // d/4), so River, which rescues a job running past both its timeout and
 // RescueStuckJobsAfter, takes only the job of a broker that died.
-func (w *worker) Timeout(*river.Job[dispatchArgs]) time.Duration { return w.s.rescueAfter }
+//
+// An early dispatch (a run that starts before the task's due time as the
+// job was inserted) only reads the row and snoozes: its timeout is
+// earlyTimeout, so River rescues it soon if its broker dies meanwhile.
+func (w *worker) Timeout(job *river.Job[dispatchArgs]) time.Duration {
+	if early(job) {
+		return earlyTimeout
+	}
+	return w.s.rescueAfter
+}
+
+// early reports whether this run of job started before the task's due
+// time as the job was inserted.
+func early(job *river.Job[dispatchArgs]) bool {
+	return job.Args.Due != 0 && job.AttemptedAt != nil && job.AttemptedAt.Before(unnano(job.Args.Due))
+}
 
 // Work runs the task's engine call once and records what it decided. It
 // returns river.JobSnooze for a wait (River counts no attempt), nil for a
@@ -43,8 +58,10 @@ func (w *worker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if !r.GiveUpAfter.IsZero() && r.GiveUpAfter.Before(due) {
 		due = r.GiveUpAfter // then it fails, on time
 	}
-	if now.Before(due) {
-		return river.JobSnooze(due.Sub(now)) // early: see insertAt
+	if now.Before(due) || early(job) {
+		// Early (see insertAt): snooze the rest, even when it is gone by
+		// now, so that the run with the policy's time has the full timeout.
+		return river.JobSnooze(max(due.Sub(now), 0))
 	}
 	if !r.GiveUpAfter.IsZero() && !now.Before(r.GiveUpAfter) {
 		return s.finish(ctx, r, verdict{state: StateFailed}, nil, errors.New("give_up_after passed before the task succeeded"))
@@ -136,21 +153,26 @@ func (s *RiverStore) finish(ctx context.Context, r *row, v verdict, res *engine.
 // snooze of at most 5 s skips the scheduler: the job is 'available' at
 // once, with its exact run time.
 
-// insertAt is the ScheduledAt of a new River job for a task due at next:
-// zero (available now) when it is due, else next. A job inserted with a
-// run time is 'scheduled': the leader's scheduler frees it up to 5 s
-// ahead with its exact run time. It is not inserted available to snooze
-// early instead (which would not wait for a leader after a restart): a
-// broker killed during that early dispatch, before River recorded its
-// snooze, leaves the job 'running' until River rescues it
-// (--tasks-rescue-after, 10 min by default), which TestTaskSurvivesSIGKILL
-// hit under load. Work still snoozes a job that comes early.
+// insertAt is the ScheduledAt of a new River job for a task due at next.
+// It is zero (available now) unless next is more than 5 s away: a job
+// inserted with a run time is 'scheduled', and River's scheduler, which
+// runs every 5 s on the leader only, frees it up to 5 s ahead, so a task
+// due sooner than the scheduler's next run would start up to 5 s late
+// (and, after a restart, only once a killed leader's lease lapses). Such a
+// task's first dispatch comes early and snoozes the rest of the wait
+// exactly (Work); it has a short job timeout (Timeout), so that a broker
+// killed during it strands the job for seconds, not for
+// --tasks-rescue-after.
 func insertAt(now, next time.Time) time.Time {
-	if next.After(now) {
+	if next.Sub(now) > 5*time.Second {
 		return next
 	}
 	return time.Time{}
 }
+
+// earlyTimeout is an early dispatch's job timeout: it only reads the row
+// and snoozes.
+const earlyTimeout = 10 * time.Second
 
 // record writes the verdict, appending the run's attempts, unless the
 // row left r's state meanwhile (cancelled): false then.
