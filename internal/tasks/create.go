@@ -184,11 +184,11 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		fail(fmt.Errorf("tasks: commit: %w", err))
 		return
 	}
+	stored := func(t time.Time) time.Time { return unnano(nano(t)) } // as Get returns it
 	isFresh := make(map[*createReq]bool, len(fresh))
 	for _, r := range fresh {
 		isFresh[r] = true
 		nt := r.nt
-		stored := func(t time.Time) time.Time { return unnano(nano(t)) } // as Get returns it
 		r.task, r.created = &Task{
 			Tenant: nt.Tenant, ID: nt.ID, Policy: nt.Policy, State: StateScheduled,
 			NotBefore: stored(nt.NotBefore), GiveUpAfter: stored(nt.GiveUpAfter), Attempts: []engine.AttemptRecord{},
