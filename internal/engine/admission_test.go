@@ -33,11 +33,14 @@ type ask struct {
 // memory store's.
 type orderStore struct {
 	store.Store
-	mu       sync.Mutex
-	reopen   time.Time
-	quota    int
-	heldFor  time.Duration
-	closeTo  time.Time // when set, the gate re-closes until closeTo at its reopening
+	mu      sync.Mutex
+	reopen  time.Time
+	quota   int
+	heldFor time.Duration
+	closeTo time.Time // when set, the gate re-closes until closeTo at its reopening
+	// stall, when set, makes an Admit at or after the reopening wait until
+	// it is closed (a slow store), after counting its ask.
+	stall    chan struct{}
 	asks     []ask
 	admitted []int
 }
@@ -51,6 +54,14 @@ func newOrderStore(t *testing.T, reopen time.Time, quota int) *orderStore {
 func (s *orderStore) Admit(ctx context.Context, req store.AdmitRequest) (store.Admission, error) {
 	i, _ := ctx.Value(callIndex{}).(int)
 	s.mu.Lock()
+	if s.stall != nil && !req.Now.Before(s.reopen) {
+		stall := s.stall
+		s.asks = append(s.asks, ask{i, req.Now})
+		s.mu.Unlock()
+		<-stall
+		s.mu.Lock()
+		s.asks = s.asks[:len(s.asks)-1] // counted once, below
+	}
 	defer s.mu.Unlock()
 	s.asks = append(s.asks, ask{i, req.Now})
 	if !s.closeTo.IsZero() && !req.Now.Before(s.reopen) {
@@ -259,8 +270,9 @@ func seq(from, to int) []int {
 
 // TestParkedCallsHaveNoGoroutineOfTheirOwn (issue 18, item 3): 1,000
 // calls held on a gate wait without a goroutine per wait: at most one
-// goroutine per call (the caller's). Before, every held wait started one
-// more to turn its wake channel into a cancel.
+// goroutine per call (the caller's), and only the head asks the store.
+// Before, every held wait started one more to turn its wake channel into a
+// cancel.
 func TestParkedCallsHaveNoGoroutineOfTheirOwn(t *testing.T) {
 	const n = 1000
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -280,8 +292,14 @@ func TestParkedCallsHaveNoGoroutineOfTheirOwn(t *testing.T) {
 	if got > n+5 {
 		t.Fatalf("%d goroutines for %d parked calls, want at most one per call", got, n)
 	}
-	if clock.Timers() != 1 {
-		t.Fatalf("%d timers armed, want 1 (the queue's head)", clock.Timers())
+	// One timer per parked call, for its own deadline (the head's also
+	// for the gate's time): a call whose turn does not come in time
+	// leaves by it. No goroutine waits on them.
+	if clock.Timers() != n {
+		t.Fatalf("%d timers armed, want %d (one per parked call)", clock.Timers(), n)
+	}
+	if a, _ := st.counts(); a != 1 {
+		t.Fatalf("%d store Admits, want 1 (only the head asks)", a)
 	}
 	cancel()
 	f.until("calls end", func() bool { return f.finished() == n })
@@ -351,6 +369,52 @@ func TestQueuedCallsEndBeforeTheirDeadline(t *testing.T) {
 		}
 		if a, _ := st.counts(); a != 1 {
 			t.Fatalf("%d store Admits, want 1", a)
+		}
+		cancel()
+	})
+	t.Run("closed: the turn does not come before the deadline", func(t *testing.T) {
+		// At the reopening the head asks a store that does not answer
+		// (the calls ahead asking one by one, on a loaded store): a call
+		// queued behind it leaves at its deadline less the answer reserve
+		// (5% of its 5 s: 250 ms), with the gate's time (now) as
+		// retry_after, without asking; before, it waited in the queue
+		// until its caller's deadline cut it, and its caller learned
+		// nothing.
+		clock := engine.NewManualClock(t0)
+		st := newOrderStore(t, t0.Add(4*time.Second), 100)
+		st.stall = make(chan struct{})
+		f := newQueueFixture(t, st, clock)
+		release := sync.OnceFunc(func() { close(st.stall) })
+		t.Cleanup(release) // before the fixture's wait for its calls
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		f.start(ctx, 0, longPolicy(t))
+		f.until("head parks", func() bool { return f.obs.waiting.Load() == 1 })
+		began := time.Now()
+		f.start(ctx, 1, short(5*time.Second))
+		f.until("short call parks", func() bool { return f.obs.waiting.Load() == 2 })
+		clock.Advance(4 * time.Second)
+		f.until("the head asks", func() bool { a, _ := st.counts(); return a == 2 })
+		clock.Advance(700 * time.Millisecond) // t0+4.7s: before the reserve
+		clock.Advance(100 * time.Millisecond) // t0+4.8s: in it
+		f.until("short call ends", func() bool { return f.finished() == 1 })
+		res, at := f.result(1)
+		if res == nil || res.Outcome != engine.OutcomeGateClosed || !res.HasRetryAfter || res.RetryAfter != 0 || len(res.Attempts) != 0 {
+			t.Fatalf("short call: %+v; want gate_closed, retry_after 0, no attempt", res)
+		}
+		if !at.Equal(t0.Add(4800 * time.Millisecond)) {
+			t.Fatalf("short call ended at %v, want at t0+4.8s (its deadline less 250 ms has passed)", at)
+		}
+		if real := time.Since(began); real >= 5*time.Second {
+			t.Fatalf("short call ended after %s of real time: its real total timeout, not the reserve, ended it", real)
+		}
+		release()
+		f.until("head ends", func() bool { return f.finished() == 2 })
+		if res, _ := f.result(0); res.Outcome != engine.OutcomeSuccess {
+			t.Fatalf("head: %s", res.Outcome)
+		}
+		if a, _ := st.counts(); a != 2 {
+			t.Fatalf("%d store Admits, want 2 (the head's): the short call must not ask", a)
 		}
 		cancel()
 	})

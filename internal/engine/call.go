@@ -36,7 +36,11 @@ type callState struct {
 
 	header   http.Header // sent (a copy) on every attempt
 	hasKey   bool        // the request carries an idempotency key
-	deadline time.Time
+	// deadline is when the call must be over: the caller's deadline or the
+	// total timeout. tellBy is when a waiting call must have ended to be
+	// told in time: deadline less the answer reserve (answerReserve).
+	// Waits, retry decisions and pacing are bounded by tellBy.
+	deadline, tellBy time.Time
 	maxBody  int64
 	gate     store.GateKey
 	res      *Result // &result
@@ -61,10 +65,12 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 	p := c.Policy
 	s := &callState{r: r, c: c, p: p, caller: ctx}
 	s.res = &s.result
-	s.deadline = r.clock.Now().Add(p.TotalTimeout)
+	now := r.clock.Now()
+	s.deadline = now.Add(p.TotalTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
 		s.deadline = d
 	}
+	s.tellBy = s.deadline.Add(-answerReserve(s.deadline.Sub(now)))
 	// The total timeout bounds attempts in progress too (a slow upstream
 	// cannot hold the call past it), and so does the drain deadline. With a
 	// credential, every attempt's context names it, so that a redirect to
@@ -97,6 +103,22 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 		s.cred = credential.NewCall(c.Body)
 	}
 	return s
+}
+
+// Bounds of the answer reserve (answerReserve).
+const (
+	minAnswerReserve = 10 * time.Millisecond
+	maxAnswerReserve = 250 * time.Millisecond
+)
+
+// answerReserve is how long before its deadline a call that waits (in its
+// gate's queue, for a hint, a backoff or pacing) stops waiting, so that its
+// caller is told the outcome and the retry_after while it still listens,
+// even on a loaded machine: 5% of the call's time (d, from its start to its
+// deadline), at least 10 ms and at most 250 ms, and never more than a
+// quarter of d.
+func answerReserve(d time.Duration) time.Duration {
+	return min(max(d/20, minAnswerReserve), maxAnswerReserve, max(d/4, 0))
 }
 
 // attempt is one sent attempt: its record, its response (nil after a
@@ -161,7 +183,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 		return store.Admission{}, false, nil
 	}
 	p, g, w, clock := s.p, &s.r.events, &s.w, s.r.clock
-	w.seq, w.deadline, w.maxDelay = g.arrive(), s.deadline, p.MaxDelay
+	w.seq, w.deadline, w.maxDelay = g.arrive(), s.tellBy, p.MaxDelay
 	queued, cause := false, ""
 	if adm, ok := g.join(s.gate, w, clock.Now()); ok {
 		st := admissionStep(p, adm, s.stepInput(clock.Now()))
@@ -181,7 +203,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 		sctx, cancel := s.r.storeContext(s.ctx)
 		began := time.Now() // real time: the round trip's latency is a measurement
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
-			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.deadline.Sub(now),
+			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.tellBy.Sub(now),
 			FirstAttempt: s.n == 1, Budget: p.Budget, Learning: p.Learning, Breaker: p.Breaker,
 			FailClosed: p.FailClosed, Now: now,
 		})
@@ -231,7 +253,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 
 // stepInput is what admissionStep decides with at now, besides the answer.
 func (s *callState) stepInput(now time.Time) stepInput {
-	return stepInput{now: now, deadline: s.deadline, draining: s.r.drain.started(), attempt: s.n, heldPoll: s.r.heldPoll}
+	return stepInput{now: now, deadline: s.tellBy, draining: s.r.drain.started(), attempt: s.n, heldPoll: s.r.heldPoll}
 }
 
 // endStep ends the call as st says: a *PacingError for a first attempt
@@ -360,7 +382,7 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	at.cancel = cancel
 	// A repeat after a rejected credential is an attempt, not a retry:
 	// the rules count retries (max_retries) without it.
-	at.in = Input{Method: c.Method, Attempt: s.n - s.repeated, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.deadline}
+	at.in = Input{Method: c.Method, Attempt: s.n - s.repeated, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.tellBy}
 
 	at.rec.Start = r.clock.Now()
 	req, err := newRequest(actx, c)

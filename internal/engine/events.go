@@ -216,8 +216,11 @@ func (g *gateQueues) signal(gate store.GateKey) {
 }
 
 // await waits in w's queue until w's turn comes, its deadline passes the
-// gate's time, the context ends or the drain begins. Only the head arms
-// the timer (for the gate's time); the others wait for a poke.
+// gate's time, the context ends or the drain begins. The head arms its
+// timer for the gate's time; every waiter arms it for its own deadline
+// (the call's tellBy) too, so that a call whose turn does not come in time
+// (calls ahead of it asking one by one, on a slow store) leaves while its
+// caller can still be told, with the gate's time as retry_after.
 func (g *gateQueues) await(ctx context.Context, drain <-chan struct{}, clock Clock, w *waiter) woke {
 	for {
 		g.mu.Lock()
@@ -227,21 +230,34 @@ func (g *gateQueues) await(ctx context.Context, drain <-chan struct{}, clock Clo
 			w.stopTimer()
 			return wokeExpired
 		}
-		head := q.waiters.Front() == w.elem && q.asking == nil
-		var tc <-chan time.Time
-		if head {
-			if q.turn || !clock.Now().Before(q.wakeAt) {
-				q.turn, q.asking = false, w
-				g.mu.Unlock()
-				w.stopTimer()
-				return wokeTurn
-			}
-			tc = w.arm(clock, q.wakeAt.Sub(clock.Now()))
+		now := clock.Now()
+		if !w.deadline.IsZero() && !now.Before(w.deadline) {
+			// Its turn did not come in time: it leaves (passing on a
+			// turn it was given) with the gate's time as retry_after.
+			w.expired, w.retryAfter = true, max(q.wakeAt.Sub(now), 0)
+			g.mu.Unlock()
+			w.stopTimer()
+			return wokeExpired
 		}
-		g.mu.Unlock()
-		if !head {
+		head := q.waiters.Front() == w.elem && q.asking == nil
+		if head && (q.turn || !now.Before(q.wakeAt)) {
+			q.turn, q.asking = false, w
+			g.mu.Unlock()
+			w.stopTimer()
+			return wokeTurn
+		}
+		var tc <-chan time.Time
+		switch {
+		case head && !w.deadline.IsZero():
+			tc = w.arm(clock, min(q.wakeAt.Sub(now), w.deadline.Sub(now)))
+		case head:
+			tc = w.arm(clock, q.wakeAt.Sub(now))
+		case !w.deadline.IsZero():
+			tc = w.arm(clock, w.deadline.Sub(now))
+		default:
 			w.stopTimer()
 		}
+		g.mu.Unlock()
 		select {
 		case <-tc:
 		case <-w.wake:
