@@ -34,17 +34,17 @@ type callState struct {
 	ctx, caller context.Context
 	cancel      context.CancelFunc
 
-	header   http.Header // sent (a copy) on every attempt
-	hasKey   bool        // the request carries an idempotency key
+	header http.Header // sent (a copy) on every attempt
+	hasKey bool        // the request carries an idempotency key
 	// deadline is when the call must be over: the caller's deadline or the
 	// total timeout. tellBy is when a waiting call must have ended to be
 	// told in time: deadline less the answer reserve (answerReserve).
 	// Waits, retry decisions and pacing are bounded by tellBy.
 	deadline, tellBy time.Time
-	maxBody  int64
-	gate     store.GateKey
-	res      *Result // &result
-	result   Result
+	maxBody          int64
+	gate             store.GateKey
+	res              *Result // &result
+	result           Result
 
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
