@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrybroker/retrybroker/bench/baseline"
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
+	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
 // windows builds provider statistics from (accepted, refused, early) per
@@ -518,6 +520,49 @@ func TestCredentialsTargets(t *testing.T) {
 	for _, want := range []string{"| header credential (value_file), GET | 1000 | 823 | 98.0% (82.3%) | ≥ 97% | yes |", "| http_signature ed25519, GET | 1000 | 100 | 10.0% (10.0%) | – | (no target) |"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+}
+
+// TestStreamForwarderIsHonest: the minimal streaming forwarder reads the
+// broker's chunk size (so its messages fit the same gRPC buffer tier), and
+// the stream targets judge ExecuteStream against it and direct HTTP.
+func TestStreamForwarderIsHonest(t *testing.T) {
+	if baseline.StreamChunkSize != engine.StreamChunkSize {
+		t.Fatalf("forwarder chunk %d bytes, broker's %d", baseline.StreamChunkSize, engine.StreamChunkSize)
+	}
+	st := &StreamReport{
+		Params: StreamParams{TTFBConcurrency: []int{1, 64}},
+		Throughput: []StreamThroughput{
+			{Variant: VarStreamForwarder, Rounds: []float64{100, 100, 100}},
+			{Variant: VarStreamBroker, Rounds: []float64{90, 70, 85}},
+			{Variant: VarStreamDirect, Rounds: []float64{200, 200, 200}},
+		},
+		TTFB: []StreamTTFB{
+			{Variant: VarStreamForwarder, Concurrency: 1, P50: 100 * time.Microsecond},
+			{Variant: VarStreamBroker, Concurrency: 1, P50: 110 * time.Microsecond},
+			{Variant: VarStreamForwarder, Concurrency: 64, P50: time.Millisecond},
+			{Variant: VarStreamBroker, Concurrency: 64, P50: 1300 * time.Microsecond},
+		},
+	}
+	if x, _ := st.ThroughputRatio(); x != 0.85 {
+		t.Errorf("broker / forwarder %v, want the median 0.85", x)
+	}
+	if x, _ := st.ThroughputShare(VarStreamBroker, VarStreamDirect); x != 0.425 {
+		t.Errorf("broker / direct %v, want 0.425", x)
+	}
+	r := &Report{Stream: st}
+	met := map[string]string{}
+	for _, tg := range r.Targets() {
+		met[tg.Name] = tg.Measured + " " + tg.Met
+	}
+	for name, want := range map[string]string{
+		"ExecuteStream time to first byte p50 ≤ 1.2× the forwarder's, concurrency 1":                                  "1.10× yes",
+		"ExecuteStream time to first byte p50 ≤ 1.2× the forwarder's, concurrency 64":                                 "1.30× **no**",
+		"ExecuteStream bytes/s ≥ 80% of a minimal gRPC streaming forwarder (same codec, chunk size and buffer reuse)": "85.0% yes",
+	} {
+		if got := met[name]; got != want {
+			t.Errorf("target %q: %q, want %q", name, got, want)
 		}
 	}
 }

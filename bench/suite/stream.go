@@ -109,17 +109,48 @@ const (
 	VarStreamForwarder = "minimal streaming forwarder"
 	VarStreamBroker    = "broker ExecuteStream"
 	VarStreamDirect    = "direct HTTP"
+	// VarStreamBrokerProc is the broker process (the TTFB rows against
+	// direct HTTP); the other TTFB rows and the throughput rows are
+	// servers in the suite's own process.
+	VarStreamBrokerProc = "broker ExecuteStream (process)"
 )
 
 // ThroughputRatio is the broker's bytes/s over the forwarder's: the median
 // of the per-round ratios (the variants ran back to back).
 func (r *StreamReport) ThroughputRatio() (float64, bool) {
+	return r.ThroughputShare(VarStreamBroker, VarStreamForwarder)
+}
+
+// TTFBRatio is variant's p50 time to first byte over base's at
+// concurrency c.
+func (r *StreamReport) TTFBRatio(variant, base string, c int) (float64, bool) {
+	var v, b time.Duration
+	for _, t := range r.TTFB {
+		if t.Concurrency != c {
+			continue
+		}
+		switch t.Variant {
+		case variant:
+			v = t.P50
+		case base:
+			b = t.P50
+		}
+	}
+	if v <= 0 || b <= 0 {
+		return 0, false
+	}
+	return float64(v) / float64(b), true
+}
+
+// ThroughputShare is variant's bytes/s over base's: the median of the
+// per-round ratios (the variants ran back to back).
+func (r *StreamReport) ThroughputShare(variant, base string) (float64, bool) {
 	var b, f *StreamThroughput
 	for i := range r.Throughput {
 		switch r.Throughput[i].Variant {
-		case VarStreamBroker:
+		case variant:
 			b = &r.Throughput[i]
-		case VarStreamForwarder:
+		case base:
 			f = &r.Throughput[i]
 		}
 	}
@@ -335,11 +366,8 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	defer plainTr.CloseIdleConnections()
 	plain := &http.Client{Transport: plainTr}
 	firstReq := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: upURL + "/first"}}
-	ttfbVariants := []struct {
-		name string
-		call func() (time.Duration, error)
-	}{
-		{VarStreamBroker, func() (time.Duration, error) {
+	ttfbVariants := []ttfbVariant{
+		{VarStreamBrokerProc, func() (time.Duration, error) {
 			t0 := time.Now()
 			_, first, err := drainStream(authed, cl, firstReq)
 			return first.Sub(t0), err
@@ -364,17 +392,23 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 			return d, nil
 		}},
 	}
-	for _, c := range p.TTFBConcurrency {
-		for _, v := range ttfbVariants {
-			lat, err := closedLoop(c, p.TTFBCalls, v.call)
-			if err != nil {
-				return rep, fmt.Errorf("ttfb %s at %d: %w", v.name, c, err)
+	ttfb := func(variants []ttfbVariant) error {
+		for _, c := range p.TTFBConcurrency {
+			for _, v := range variants {
+				lat, err := closedLoop(c, p.TTFBCalls, v.call)
+				if err != nil {
+					return fmt.Errorf("ttfb %s at %d: %w", v.name, c, err)
+				}
+				slices.Sort(lat)
+				t := StreamTTFB{Variant: v.name, Concurrency: c, Calls: len(lat), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99)}
+				s.logf("stream: TTFB %-32s c=%-3d p50 %v p99 %v", v.name, c, t.P50, t.P99)
+				rep.TTFB = append(rep.TTFB, t)
 			}
-			slices.Sort(lat)
-			t := StreamTTFB{Variant: v.name, Concurrency: c, Calls: len(lat), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99)}
-			s.logf("stream: TTFB %-22s c=%-3d p50 %v p99 %v", v.name, c, t.P50, t.P99)
-			rep.TTFB = append(rep.TTFB, t)
 		}
+		return nil
+	}
+	if err := ttfb(ttfbVariants); err != nil {
+		return rep, err
 	}
 
 	// Throughput: the broker and the minimal forwarder in this process, on
@@ -410,18 +444,44 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 			return rep, fmt.Errorf("%s warm-up: %w", v.name, err)
 		}
 	}
+	// Direct HTTP is the physical limit: the same body read straight from
+	// the upstream, into the same chunk size, with no gRPC.
+	rep.Throughput = append(rep.Throughput, StreamThroughput{Variant: VarStreamDirect})
+	directBuf := make([]byte, baseline.StreamChunkSize)
+	direct := func(n int64) (int64, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/bytes?n=%d", upURL, n), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := plain.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		return io.CopyBuffer(io.Discard, struct{ io.Reader }{resp.Body}, directBuf)
+	}
+	if _, err := direct(8 << 20); err != nil { // warm-up
+		return rep, fmt.Errorf("direct warm-up: %w", err)
+	}
+	round := func(i int) (int64, error) {
+		if i == len(variants) {
+			return direct(p.RoundBytes)
+		}
+		n, _, err := drainStream(ctx, servers[i].cl, get(p.RoundBytes, ""))
+		return n, err
+	}
 	s.logf("stream: throughput, %d rounds of %s per variant", p.Rounds, fmtBytes(float64(p.RoundBytes)))
 	for r := range p.Rounds {
-		for k := range variants {
+		for k := range rep.Throughput {
 			i := k
 			if r%2 == 1 {
-				i = len(variants) - 1 - k
+				i = len(rep.Throughput) - 1 - k
 			}
 			t0 := time.Now()
-			n, _, err := drainStream(ctx, servers[i].cl, get(p.RoundBytes, ""))
+			n, err := round(i)
 			el := time.Since(t0)
 			if err != nil {
-				return rep, fmt.Errorf("%s round %d: %w", variants[i].name, r, err)
+				return rep, fmt.Errorf("%s round %d: %w", rep.Throughput[i].Variant, r, err)
 			}
 			t := &rep.Throughput[i]
 			t.Bytes += n
@@ -432,7 +492,26 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	for _, t := range rep.Throughput {
 		s.logf("stream: %-28s %s/s", t.Variant, fmtBytes(t.BytesPerSecond()))
 	}
+
+	// Time to first byte, side by side: the broker and the forwarder, both
+	// in this process, on the same upstream.
+	inprocTTFB := func(name string, cl rbv1.BrokerServiceClient) ttfbVariant {
+		return ttfbVariant{name, func() (time.Duration, error) {
+			t0 := time.Now()
+			_, first, err := drainStream(ctx, cl, firstReq)
+			return first.Sub(t0), err
+		}}
+	}
+	if err := ttfb([]ttfbVariant{inprocTTFB(VarStreamForwarder, servers[0].cl), inprocTTFB(VarStreamBroker, servers[1].cl)}); err != nil {
+		return rep, err
+	}
 	return rep, nil
+}
+
+// ttfbVariant is one way to get a first byte, timed by call.
+type ttfbVariant struct {
+	name string
+	call func() (time.Duration, error)
 }
 
 // closedLoop makes calls calls of fn from c goroutines and returns their

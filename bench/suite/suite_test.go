@@ -166,10 +166,20 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("redis ops on %s: %d cases, want 4", topo, topos[topo])
 		}
 	}
-	if st := rep.Stream; st == nil || st.Single.PeakRSS == 0 || st.Concurrent.Streams == 0 || len(st.TTFB) != 4 || len(st.Throughput) != 2 {
+	if st := rep.Stream; st == nil || st.Single.PeakRSS == 0 || st.Concurrent.Streams == 0 || len(st.TTFB) != 8 || len(st.Throughput) != 3 {
 		t.Errorf("stream results: %+v", rep.Stream)
-	} else if _, ok := st.ThroughputRatio(); !ok {
-		t.Error("stream throughput ratio not measured")
+	} else {
+		if _, ok := st.ThroughputRatio(); !ok {
+			t.Error("stream throughput ratio not measured")
+		}
+		if _, ok := st.ThroughputShare(suite.VarStreamBroker, suite.VarStreamDirect); !ok {
+			t.Error("stream throughput share of direct HTTP not measured")
+		}
+		for _, c := range st.Params.TTFBConcurrency {
+			if _, ok := st.TTFBRatio(suite.VarStreamBroker, suite.VarStreamForwarder, c); !ok {
+				t.Errorf("TTFB against the forwarder not measured at concurrency %d", c)
+			}
+		}
 	}
 
 	checkCredentials(t, rep)
@@ -191,7 +201,8 @@ func TestQuickRun(t *testing.T) {
 		"### Parked calls", "### Scale", "round trips / Execute",
 		"| one server | 1 attempt: plain 200 (reports nothing) |", "| 3-master cluster | 1 attempt: 200 with GitHub quota headers |", "| master + replica + sentinel | 2 attempts: 503 Retry-After: 0, then plain 200 |",
 		"Redis 3-master cluster, 1 attempt: plain 200 (reports nothing): ≤ 1 round trip per Execute",
-		"### Streaming", "minimal streaming forwarder", "time to first byte",
+		"### Streaming", "minimal streaming forwarder", "time to first byte", "ExecuteStream / direct HTTP, the physical limit",
+		"ExecuteStream time to first byte p50 ≤ 1.2× the forwarder's, concurrency 1",
 		"### Deferred calls (tasks)", "| dispatch, 300 tasks due at once |", "tasks (SQLite): dispatch lag p99 ≤ 100 ms after the gate reopens",
 	} {
 		if !strings.Contains(md, want) {
