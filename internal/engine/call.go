@@ -147,21 +147,11 @@ func (s *callState) run() (*Result, error) {
 		if end, err := s.reserveBodies(adm); end { // bodybudget.go: room for the bodies before each send
 			return s.res, err
 		}
-		at, err := s.send(adm)
-		if err != nil {
-			s.res.Attempts = append(s.res.Attempts, at.rec)
-			if err == errNotSent {
-				return s.res, s.callerErr()
-			}
-			return s.res, err
-		}
-		done, err := s.conclude(&at)
-		s.res.Attempts = append(s.res.Attempts, at.rec)
+		d, done, err := s.attemptOnce(adm)
 		if err != nil || done {
 			return s.res, err
 		}
 		s.freeResponseRoom() // bodybudget.go: no response room held while waiting
-		d := at.rec.Decision
 		cause := causeBackoff
 		if d.Reason == ReasonServerHint {
 			cause = causeHint
@@ -171,6 +161,27 @@ func (s *callState) run() (*Result, error) {
 		}
 		s.waited += d.Delay
 	}
+}
+
+// attemptOnce sends attempt s.n and concludes it: it records the attempt
+// and returns its decision, and done when the call is over (err as run
+// returns it). It holds the attempt's state in its own frame, not run's:
+// a call parked in a wait (in admit or sleep, called from run) then keeps
+// a shallow stack, which the runtime can shrink (issue 22: parked calls).
+//
+//go:noinline
+func (s *callState) attemptOnce(adm store.Admission) (Decision, bool, error) {
+	at, err := s.send(adm)
+	if err != nil {
+		s.res.Attempts = append(s.res.Attempts, at.rec)
+		if err == errNotSent {
+			return Decision{}, true, s.callerErr()
+		}
+		return Decision{}, true, err
+	}
+	done, err := s.conclude(&at)
+	s.res.Attempts = append(s.res.Attempts, at.rec)
+	return at.rec.Decision, done || err != nil, err
 }
 
 // admit asks the store to admit attempt s.n and does what admissionStep
