@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 )
 
 // dialsDuring connects to a broker started with args through a dialer that
@@ -100,7 +101,7 @@ func TestMaxConnectionAgeRebalances(t *testing.T) {
 // usage error.
 func TestMaxConnectionAgeFlagsRefuseNegative(t *testing.T) {
 	for _, args := range [][]string{{"--max-connection-age", "-1s"}, {"--max-connection-age-grace", "-1s"}} {
-		if _, err := parseFlags(args, &syncBuffer{}); err == nil {
+		if _, err := parseFlags(args, &proctest.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
 	}

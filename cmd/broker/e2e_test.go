@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -22,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
 
@@ -50,25 +50,8 @@ type brokerProc struct {
 	conn   *grpc.ClientConn
 	client rbv1.BrokerServiceClient
 	health healthpb.HealthClient
-	logs   *syncBuffer
+	logs   *proctest.Buffer
 	done   chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func freePort(t *testing.T) string {
@@ -84,9 +67,9 @@ func freePort(t *testing.T) string {
 func startProc(t *testing.T, args ...string) *brokerProc {
 	t.Helper()
 	addr := freePort(t)
-	p := &brokerProc{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
+	p := &brokerProc{addr: addr, logs: &proctest.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(brokerBin, append([]string{"--listen", addr}, args...)...)
-	dieWithTest(p.cmd)
+	proctest.DieWithTest(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 	"github.com/retrybroker/retrybroker/internal/store"
 	"github.com/retrybroker/retrybroker/internal/store/redistest"
 )
@@ -47,7 +48,7 @@ func startRedisBroker(t *testing.T, env []string, args ...string) *redisBroker {
 func launchRedisBroker(t *testing.T, env []string, args ...string) *redisBroker {
 	t.Helper()
 	addr, metricsAddr := freePort(t), freePort(t)
-	p := &brokerProc{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
+	p := &brokerProc{addr: addr, logs: &proctest.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(brokerBin, append([]string{"--listen", addr, "--metrics-listen", metricsAddr, "--allow-destinations", "127.0.0.1/32"}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BROKER_REDIS_") {
@@ -55,7 +56,7 @@ func launchRedisBroker(t *testing.T, env []string, args ...string) *redisBroker 
 		}
 	}
 	p.cmd.Env = append(p.cmd.Env, env...)
-	dieWithTest(p.cmd)
+	proctest.DieWithTest(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 	"github.com/retrybroker/retrybroker/internal/tasks/pgtest"
 )
 
@@ -189,7 +190,7 @@ func TestTasksStoreFlags(t *testing.T) {
 		{[]string{"--tasks-postgres-max-conns", "0"}, "--tasks-postgres-max-conns"},
 		{[]string{"--tasks-rescue-after", "1s"}, "--tasks-rescue-after"},
 	} {
-		_, err := parseFlags(c.args, &syncBuffer{})
+		_, err := parseFlags(c.args, &proctest.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
 		}
@@ -207,7 +208,7 @@ func TestTasksPostgresErrorHidesPassword(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, brokerBin, "--listen", freePort(t), "--tasks-postgres", dsn)
-		dieWithTest(cmd)
+		proctest.DieWithTest(cmd)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err == nil {

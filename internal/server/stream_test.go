@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/tenant"
@@ -486,7 +486,7 @@ func TestExecuteStreamKeepsSecretsOutOfLogs(t *testing.T) {
 	}
 	clients := egress.NewClients(egress.ClientConfig{})
 	t.Cleanup(clients.CloseIdleConnections)
-	var logs syncBuffer
+	var logs proctest.Buffer
 	svc := server.New(server.WithDefaultTenant(dev), server.WithExecutor(&server.Executor{Runner: engine.NewRunner(nil), Clients: clients}))
 	client := serve(t, svc, server.GRPCConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	req := get(up.URL + "/?api_key=sekrit")
@@ -507,22 +507,4 @@ func TestExecuteStreamKeepsSecretsOutOfLogs(t *testing.T) {
 	if strings.Contains(out, "sekrit") || strings.Contains(out, "payload") {
 		t.Fatalf("logs leak the request or body: %s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

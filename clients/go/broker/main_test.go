@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/retrybroker/retrybroker/internal/proctest"
 	"github.com/retrybroker/retrybroker/internal/vectors"
 )
 
@@ -92,25 +92,8 @@ func brokerBinary(t testing.TB) string {
 type brokerProcess struct {
 	target string
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *proctest.Buffer
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func freePort() (string, error) {
@@ -129,9 +112,9 @@ func startProcess(bin string, args ...string) (*brokerProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &brokerProcess{target: addr, log: &syncBuffer{}, done: make(chan struct{})}
+	p := &brokerProcess{target: addr, log: &proctest.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"--listen", addr, "--log-level", "warn"}, args...)...)
-	dieWithTest(p.cmd)
+	proctest.DieWithTest(p.cmd)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/retrybroker/retrybroker/internal/proctest"
 )
 
 // proc is one server process a test started (hydra, versitygw): its
@@ -21,7 +23,7 @@ type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has exited
-	out    syncBuffer
+	out    proctest.Buffer
 	once   sync.Once
 }
 
@@ -30,7 +32,7 @@ type proc struct {
 func (p *proc) start(name string, cmd *exec.Cmd) error {
 	p.name = name
 	cmd.Stdout, cmd.Stderr = &p.out, &p.out
-	setParentDeathSignal(cmd)
+	proctest.DieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
@@ -142,22 +144,4 @@ func randomHex(n int) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

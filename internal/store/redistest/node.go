@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/retrybroker/retrybroker/internal/proctest"
 )
 
 // Bounds on process handling: every wait a test makes on a redis-server is
@@ -51,7 +52,7 @@ type run struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
 	err    error         // cmd.Wait's error, valid once exited is closed
-	out    syncBuffer
+	out    proctest.Buffer
 }
 
 // lookPath finds redis-server, with a message that says how to get it.
@@ -77,7 +78,7 @@ func (n *node) start() error {
 	r := &run{cmd: exec.Command(n.bin, n.args()...), exited: make(chan struct{})}
 	r.cmd.Dir = n.dir
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
-	setParentDeathSignal(r.cmd)
+	proctest.DieWithTest(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		n.mu.Unlock()
 		return fmt.Errorf("start redis-server: %w", err)
@@ -227,22 +228,4 @@ func newPassword() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

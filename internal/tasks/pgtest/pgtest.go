@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 )
 
 // Bounds on process handling: every wait on initdb or postgres is
@@ -59,7 +60,7 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // cmd.Wait's error, valid once exited is closed
-	out    syncBuffer
+	out    proctest.Buffer
 	dbs    atomic.Int64
 	once   sync.Once
 }
@@ -117,7 +118,7 @@ func NewServer(dir string) (*Server, error) {
 	ini := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8",
 		"--locale=C", "--no-sync", "--no-instructions")
 	ini.Dir = base
-	ini.SysProcAttr = sysProcAttr(cred)
+	ini.SysProcAttr = proctest.SysProcAttr(cred)
 	if out, err := ini.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgtest: initdb: %w: %s", err, bytes.TrimSpace(out))
 	}
@@ -145,7 +146,7 @@ func (s *Server) start(bin, data string, cred *syscall.Credential) error {
 		"-c", "log_min_messages=warning")
 	s.cmd.Dir = s.dir
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
-	s.cmd.SysProcAttr = sysProcAttr(cred)
+	s.cmd.SysProcAttr = proctest.SysProcAttr(cred)
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
@@ -395,22 +396,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

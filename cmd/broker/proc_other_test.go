@@ -1,9 +1,0 @@
-//go:build !linux
-
-package main
-
-import "os/exec"
-
-// dieWithTest has no parent-death signal to set outside Linux; cleanups
-// stop every broker by its pid.
-func dieWithTest(*exec.Cmd) {}

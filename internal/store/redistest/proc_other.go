@@ -1,9 +1,0 @@
-//go:build !linux
-
-package redistest
-
-import "os/exec"
-
-// setParentDeathSignal does nothing outside Linux: cleanups stop every
-// server by its pid.
-func setParentDeathSignal(*exec.Cmd) {}
