@@ -367,11 +367,7 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	plain := &http.Client{Transport: plainTr}
 	firstReq := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: upURL + "/first"}}
 	ttfbVariants := []ttfbVariant{
-		{VarStreamBrokerProc, func() (time.Duration, error) {
-			t0 := time.Now()
-			_, first, err := drainStream(authed, cl, firstReq)
-			return first.Sub(t0), err
-		}},
+		streamTTFB(authed, VarStreamBrokerProc, cl, firstReq),
 		{VarStreamDirect, func() (time.Duration, error) {
 			t0 := time.Now()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, upURL+"/first", nil)
@@ -495,14 +491,10 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 
 	// Time to first byte, side by side: the broker and the forwarder, both
 	// in this process, on the same upstream.
-	inprocTTFB := func(name string, cl rbv1.BrokerServiceClient) ttfbVariant {
-		return ttfbVariant{name, func() (time.Duration, error) {
-			t0 := time.Now()
-			_, first, err := drainStream(ctx, cl, firstReq)
-			return first.Sub(t0), err
-		}}
-	}
-	if err := ttfb([]ttfbVariant{inprocTTFB(VarStreamForwarder, servers[0].cl), inprocTTFB(VarStreamBroker, servers[1].cl)}); err != nil {
+	if err := ttfb([]ttfbVariant{
+		streamTTFB(ctx, VarStreamForwarder, servers[0].cl, firstReq),
+		streamTTFB(ctx, VarStreamBroker, servers[1].cl, firstReq),
+	}); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -512,6 +504,16 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 type ttfbVariant struct {
 	name string
 	call func() (time.Duration, error)
+}
+
+// streamTTFB times req's ExecuteStream through cl under ctx, from the call
+// to its first chunk.
+func streamTTFB(ctx context.Context, name string, cl rbv1.BrokerServiceClient, req *rbv1.ExecuteRequest) ttfbVariant {
+	return ttfbVariant{name, func() (time.Duration, error) {
+		t0 := time.Now()
+		_, first, err := drainStream(ctx, cl, req)
+		return first.Sub(t0), err
+	}}
 }
 
 // closedLoop makes calls calls of fn from c goroutines and returns their

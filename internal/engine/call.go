@@ -36,15 +36,15 @@ type callState struct {
 
 	header http.Header // sent (a copy) on every attempt
 	hasKey bool        // the request carries an idempotency key
-	// deadline is when the call must be over: the caller's deadline or the
-	// total timeout. tellBy is when a waiting call must have ended to be
-	// told in time: deadline less the answer reserve (answerReserve).
-	// Waits, retry decisions and pacing are bounded by tellBy.
-	deadline, tellBy time.Time
-	maxBody          int64
-	gate             store.GateKey
-	res              *Result // &result
-	result           Result
+	// tellBy is when a waiting call must have ended to be told in time:
+	// the call's deadline (the caller's, or the total timeout) less the
+	// answer reserve (answerReserve). Waits, retry decisions and pacing
+	// are bounded by it.
+	tellBy  time.Time
+	maxBody int64
+	gate    store.GateKey
+	res     *Result // &result
+	result  Result
 
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
@@ -66,11 +66,11 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 	s := &callState{r: r, c: c, p: p, caller: ctx}
 	s.res = &s.result
 	now := r.clock.Now()
-	s.deadline = now.Add(p.TotalTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
-		s.deadline = d
+	deadline := now.Add(p.TotalTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	s.tellBy = s.deadline.Add(-answerReserve(s.deadline.Sub(now)))
+	s.tellBy = deadline.Add(-answerReserve(deadline.Sub(now)))
 	// The total timeout bounds attempts in progress too (a slow upstream
 	// cannot hold the call past it), and so does the drain deadline. With a
 	// credential, every attempt's context names it, so that a redirect to

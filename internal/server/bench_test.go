@@ -48,6 +48,24 @@ func benchServe(b *testing.B, svc rbv1.BrokerServiceServer) rbv1.BrokerServiceCl
 	return rbv1.NewBrokerServiceClient(conn)
 }
 
+// benchBroker returns the broker's service for the Execute benchmarks (the
+// dev tenant calling loopback, a memory store, the egress clients with the
+// broker's defaults) and the plain HTTP client of their baselines.
+func benchBroker(b *testing.B) (rbv1.BrokerServiceServer, *http.Client) {
+	b.Helper()
+	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := memstore.New()
+	b.Cleanup(func() { _ = st.Close() })
+	tr := egress.NewClients(egress.ClientConfig{}) // the broker's defaults
+	b.Cleanup(tr.CloseIdleConnections)
+	exec := &server.Executor{Runner: engine.NewRunner(st), Clients: tr}
+	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	return server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)), plain
+}
+
 // BenchmarkClassifyResponseGRPC compares ClassifyResponse with an empty
 // unary handler behind the same server options, in one run. Report the
 // ratio of ns/op: empty / broker is the broker's share of throughput.
@@ -87,13 +105,7 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	defer up.Close()
-	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
-	st := memstore.New()
-	defer st.Close()
-	tr := egress.NewClients(egress.ClientConfig{}) // the broker's defaults
-	defer tr.CloseIdleConnections()
-	exec := &server.Executor{Runner: engine.NewRunner(st), Clients: tr}
-	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	broker, plain := benchBroker(b)
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
 	b.Run("direct-http", func(b *testing.B) {
 		b.ReportAllocs()
@@ -115,7 +127,7 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 		svc  rbv1.BrokerServiceServer
 	}{
 		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
-		{"broker", server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))},
+		{"broker", broker},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			client := benchServe(b, c.svc)
@@ -245,20 +257,14 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 		_, _ = io.WriteString(w, "data: first\n\n")
 	}))
 	defer up.Close()
-	dev, _ := tenant.Dev([]string{"127.0.0.1/32"})
-	st := memstore.New()
-	defer st.Close()
-	tr := egress.NewClients(egress.ClientConfig{})
-	defer tr.CloseIdleConnections()
-	exec := &server.Executor{Runner: engine.NewRunner(st), Clients: tr}
-	plain := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	broker, plain := benchBroker(b)
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/first"}}
 	for _, c := range []struct {
 		name string
 		svc  rbv1.BrokerServiceServer
 	}{
 		{"minimal-forwarder", baseline.StreamForwarder{Client: plain}},
-		{"broker", server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec))},
+		{"broker", broker},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			client := benchServe(b, c.svc)

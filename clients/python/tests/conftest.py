@@ -26,7 +26,7 @@ from pathlib import Path
 # exec, that poller aborts the child (grpc/grpc#43055: "Epoll1Poller
 # encountered epoll_wait error: Bad file descriptor", exit -6). Brokers are
 # started with a preexec_fn, so Popen forks, with channels of earlier tests
-# still active: 3 of 300 spawns aborted in a repro with fork support on,
+# still active: 3 of 300 spawns aborted in a repro (scripts/fork_repro.py) with fork support on,
 # none of 900 with it off. The tests never use gRPC in a forked child, so
 # they turn it off before grpc is imported (the Makefile sets it too).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
