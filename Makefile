@@ -25,7 +25,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE ?= localhost/retrybroker:dev
 
-.PHONY: all tools devtools deps redis postgresql versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench clean
+.PHONY: all tools devtools deps redis postgresql versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench pgo clean
 
 all: build
 
@@ -172,6 +172,12 @@ fuzz:
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/... ./clients/...
 	$(GO) run ./bench/cmd/benchsuite
+
+## pgo: profile the suite's in-process scenarios (overhead, stream) and make that profile
+## cmd/broker/default.pgo, which go build applies to the broker (bench/cmd/benchsuite links it)
+pgo: redis
+	$(GO) run -pgo=off ./bench/cmd/benchsuite -only overhead,stream -doc "" -charts "" -cpuprofile cmd/broker/default.pgo.new
+	mv cmd/broker/default.pgo.new cmd/broker/default.pgo
 
 clean:
 	rm -rf $(BIN)

@@ -75,6 +75,9 @@ type Options struct {
 	// Styles, when not empty, limits the quota, herd and rolling
 	// scenarios to these styles.
 	Styles []string
+	// OverheadConcurrency, when not empty, replaces the overhead
+	// scenario's concurrency levels (investigations of one level).
+	OverheadConcurrency []int
 	// Only, when not empty, limits the run to these scenarios: "quota",
 	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials", "tasks".
 	Only []string
@@ -319,6 +322,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	sz := Params(o.Quick)
+	if len(o.OverheadConcurrency) > 0 {
+		sz.Overhead.Concurrency = o.OverheadConcurrency
+	}
 	qp, op, pp, sp, up := sz.Quota, sz.Overhead, sz.Parked, sz.Scale, sz.Outage
 	if len(o.Styles) > 0 {
 		var keep []QuotaCase

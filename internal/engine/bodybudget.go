@@ -83,9 +83,10 @@ func newBodyBudget(size int64) *bodyBudget {
 	return &bodyBudget{sem: semaphore.NewWeighted(size), size: size}
 }
 
-// reserve waits for n bytes of room until ctx ends. onWait, when not nil,
+// reserve waits for n bytes of room until the context ctx returns ends
+// (ctx is called only when it must wait). onWait, when not nil,
 // is called with +1 when the call must wait and -1 when the wait ends.
-func (b *bodyBudget) reserve(ctx context.Context, n int64, onWait func(int)) error {
+func (b *bodyBudget) reserve(ctx func() context.Context, n int64, onWait func(int)) error {
 	if n > b.size {
 		return &BudgetError{Need: n, Size: b.size}
 	}
@@ -99,7 +100,7 @@ func (b *bodyBudget) reserve(ctx context.Context, n int64, onWait func(int)) err
 	b.waiters.Add(1)
 	defer b.waiters.Add(-1)
 	b.reclaim()
-	return b.sem.Acquire(ctx, n)
+	return b.sem.Acquire(ctx(), n)
 }
 
 // reclaim starts the reclaimer unless it runs: while calls wait for room
@@ -196,7 +197,7 @@ func (s *callState) reserveBodies(adm store.Admission) (end bool, err error) {
 	if s.hold == nil {
 		need += int64(len(s.c.Body))
 	}
-	err = b.reserve(s.ctx, need, func(d int) { s.r.observer.Waiting("budget", d) })
+	err = b.reserve(s.callCtx, need, func(d int) { s.r.observer.Waiting("budget", d) })
 	if err == nil {
 		if s.hold == nil {
 			s.hold = &bodyHold{b: b}

@@ -28,11 +28,16 @@ type callState struct {
 	c *Call
 	p *Policy
 
-	// ctx ends at the policy's total timeout (or the caller's deadline, or
-	// the broker's drain deadline); caller is the caller's own context, to
-	// tell its cancellation apart.
-	ctx, caller context.Context
-	cancel      context.CancelFunc
+	// caller is the caller's own context, to tell its cancellation apart;
+	// vctx is it with the call's values (the credential). ctx, made on
+	// first use (callCtx), ends at the policy's total timeout (or the
+	// caller's deadline, or the broker's drain deadline): a call that
+	// never waits, Execute's fast path, needs none, and its attempt's
+	// context carries those ends itself (attemptContext). totalBy is the
+	// total timeout in real time (contexts run on it, not on the clock).
+	ctx, caller, vctx context.Context
+	release           func() // ends ctx (nil while there is none)
+	totalBy           time.Time
 
 	header http.Header // sent (a copy) on every attempt
 	hasKey bool        // the request carries an idempotency key
@@ -63,26 +68,21 @@ type callState struct {
 
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 	p := c.Policy
-	s := &callState{r: r, c: c, p: p, caller: ctx}
+	s := &callState{r: r, c: c, p: p, caller: ctx, vctx: ctx}
 	s.res = &s.result
 	now := r.clock.Now()
+	s.totalBy = time.Now().Add(p.TotalTimeout)
 	deadline := now.Add(p.TotalTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	s.tellBy = deadline.Add(-answerReserve(deadline.Sub(now)))
-	// The total timeout bounds attempts in progress too (a slow upstream
-	// cannot hold the call past it), and so does the drain deadline. With a
-	// credential, every attempt's context names it, so that a redirect to
-	// another origin drops every header it set (egress redirectPolicy).
-	cctx := ctx
+	// With a credential, every attempt's context names it, so that a
+	// redirect to another origin drops every header it set (egress
+	// redirectPolicy).
 	if p.Credential != nil {
-		cctx = credential.WithCredential(ctx, p.Credential)
+		s.vctx = credential.WithCredential(ctx, p.Credential)
 	}
-	s.ctx, s.cancel = context.WithTimeout(cctx, p.TotalTimeout)
-	stop := context.AfterFunc(r.drain.hard, s.cancel)
-	cancel := s.cancel
-	s.cancel = func() { stop(); cancel() }
 
 	s.header = c.Header
 	if s.header == nil {
@@ -103,6 +103,63 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 		s.cred = credential.NewCall(c.Body)
 	}
 	return s
+}
+
+// callCtx returns the call's context, made on first use: the caller's
+// (with the call's values), ended at the total timeout and by the drain
+// deadline. The total timeout bounds attempts in progress too (a slow
+// upstream cannot hold the call past it), and so does the drain deadline.
+func (s *callState) callCtx() context.Context {
+	if s.ctx == nil {
+		ctx, cancel := context.WithDeadline(s.vctx, s.totalBy)
+		stop := context.AfterFunc(s.r.drain.hard, cancel)
+		s.ctx, s.release = ctx, func() { stop(); cancel() }
+	}
+	return s.ctx
+}
+
+// ctxErr is the error of the call's context (callCtx), without making one:
+// the caller's, context.Canceled once the drain deadline passed, and
+// context.DeadlineExceeded once the total timeout did.
+func (s *callState) ctxErr() error {
+	if s.ctx != nil {
+		return s.ctx.Err()
+	}
+	if err := s.vctx.Err(); err != nil {
+		return err
+	}
+	if s.r.drain.hard.Err() != nil {
+		return context.Canceled
+	}
+	if !time.Now().Before(s.totalBy) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// end releases the call's context, if it made one.
+func (s *callState) end() {
+	if s.release != nil {
+		s.release()
+	}
+}
+
+// attemptContext returns the context of an Execute attempt: bounded by the
+// attempt timeout and by what bounds the call (callCtx). Before the call
+// has a context of its own, the attempt's carries the same ends itself
+// (the earlier of the two timeouts, and the drain deadline), which costs
+// one context instead of two.
+func (s *callState) attemptContext() (context.Context, context.CancelFunc) {
+	if s.ctx != nil {
+		return context.WithTimeout(s.ctx, s.p.AttemptTimeout)
+	}
+	d := time.Now().Add(s.p.AttemptTimeout)
+	if s.totalBy.Before(d) {
+		d = s.totalBy
+	}
+	ctx, cancel := context.WithDeadline(s.vctx, d)
+	stop := context.AfterFunc(s.r.drain.hard, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // Bounds of the answer reserve (answerReserve).
@@ -171,7 +228,9 @@ func (s *callState) run() (*Result, error) {
 //
 //go:noinline
 func (s *callState) attemptOnce(adm store.Admission) (Decision, bool, error) {
-	at, err := s.send(adm)
+	growStack()
+	var at attempt
+	err := s.send(&at, adm)
 	if err != nil {
 		s.res.Attempts = append(s.res.Attempts, at.rec)
 		if err == errNotSent {
@@ -211,7 +270,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 			}
 		}
 		now := clock.Now()
-		sctx, cancel := s.r.storeContext(s.ctx)
+		sctx, cancel := s.storeContext()
 		began := time.Now() // real time: the round trip's latency is a measurement
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
 			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.tellBy.Sub(now),
@@ -229,7 +288,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 				s.res.Outcome = OutcomeCanceled
 				return adm, true, s.caller.Err()
 			}
-			if s.ctx.Err() != nil {
+			if s.ctxErr() != nil {
 				return adm, true, s.endEarly(OutcomeDeadlineTooShort, 0, false)
 			}
 			return adm, true, &StoreError{Err: err}
@@ -291,13 +350,14 @@ func (s *callState) endEarly(o Outcome, retryAfter time.Duration, hasRetryAfter 
 // a waiting call has nothing in flight.
 func (s *callState) sleep(cause string, d time.Duration) (end bool, err error) {
 	if d <= 0 {
-		return s.waitEnded(s.ctx.Err(), d)
+		return s.waitEnded(s.ctxErr(), d)
 	}
 	if s.r.drain.started() {
 		return true, s.endEarly(OutcomeShuttingDown, d, true)
 	}
 	start := s.r.clock.Now()
-	_, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
+	ctx := s.callCtx()
+	_, span := s.r.tracer.Start(ctx, "retrybroker.wait", trace.WithAttributes(
 		attrWaitCause.String(cause), attrWaitMS.Int64(d.Milliseconds())))
 	defer span.End()
 	s.r.observer.Waiting(cause, 1)
@@ -305,9 +365,9 @@ func (s *callState) sleep(cause string, d time.Duration) (end bool, err error) {
 	select {
 	case <-s.w.arm(s.r.clock, d):
 		return false, nil
-	case <-s.ctx.Done():
+	case <-ctx.Done():
 		s.w.stopTimer()
-		return s.waitEnded(s.ctx.Err(), d-s.r.clock.Now().Sub(start))
+		return s.waitEnded(ctx.Err(), d-s.r.clock.Now().Sub(start))
 	case <-s.r.drain.soft.Done():
 		s.w.stopTimer()
 		return true, s.endEarly(OutcomeShuttingDown, max(d-s.r.clock.Now().Sub(start), 0), true)
@@ -323,10 +383,11 @@ func (s *callState) sleep(cause string, d time.Duration) (end bool, err error) {
 func (s *callState) gateWait(cause string) (end bool, err error) {
 	g, clock := &s.r.events, s.r.clock
 	start := clock.Now()
-	_, span := s.r.tracer.Start(s.ctx, "retrybroker.wait", trace.WithAttributes(
+	ctx := s.callCtx()
+	_, span := s.r.tracer.Start(ctx, "retrybroker.wait", trace.WithAttributes(
 		attrWaitCause.String(cause), attrWaitMS.Int64(g.gateTime(&s.w, start).Milliseconds())))
 	s.r.observer.Waiting(cause, 1)
-	why := g.await(s.ctx, s.r.drain.soft.Done(), clock, &s.w)
+	why := g.await(ctx, s.r.drain.soft.Done(), clock, &s.w)
 	s.r.observer.Waiting(cause, -1)
 	span.End()
 	now := clock.Now()
@@ -347,7 +408,7 @@ func (s *callState) gateWait(cause string) (end bool, err error) {
 		// long): the call still ends with the gate's time.
 		return true, s.endEarly(gateOutcome(cause), retryAfter, true)
 	}
-	return s.waitEnded(s.ctx.Err(), retryAfter)
+	return s.waitEnded(ctx.Err(), retryAfter)
 }
 
 // gateOutcome is the outcome of a call that cannot wait out its gate.
@@ -375,19 +436,22 @@ func (s *callState) waitEnded(err error, d time.Duration) (bool, error) {
 	return true, s.endEarly(OutcomeDeadlineTooShort, 0, false) // the total timeout ended the wait
 }
 
-// send sends attempt s.n and assesses its result. It returns an error only
-// when the destination guard refused the address (the attempt is then
-// concluded already).
-func (s *callState) send(adm store.Admission) (attempt, error) {
+// send sends attempt s.n, recorded in at (zero, in attemptOnce's frame:
+// neither returned by value nor held in run's, so the unary path's stack
+// stays shallow and a fresh goroutine serving Execute need not grow it),
+// and assesses its result. It returns an error only when the destination
+// guard refused the address (the attempt is then concluded already).
+func (s *callState) send(at *attempt, adm store.Admission) error {
 	r, c, p := s.r, s.c, s.p
-	at := attempt{adm: adm, rec: AttemptRecord{Number: s.n, Waited: s.waited, Probe: adm.Probe}}
+	at.adm = adm
+	at.rec.Number, at.rec.Waited, at.rec.Probe = s.n, s.waited, adm.Probe
 	s.waited = 0
 	var actx context.Context
 	var cancel context.CancelFunc
 	if s.stream != nil {
 		actx, cancel = s.stream.attemptContext(s) // its timeouts stop at the head
 	} else {
-		actx, cancel = context.WithTimeout(s.ctx, p.AttemptTimeout)
+		actx, cancel = s.attemptContext()
 	}
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, adm.Probe)
 	at.cancel = cancel
@@ -421,10 +485,10 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 					at.rec.Decision = Decision{Action: ActionDoNotRetry}
 					at.rec.Error = err.Error()
 					at.end()
-					return at, err
+					return err
 				}
-				s.credentialFailed(&at, err)
-				return at, errNotSent
+				s.credentialFailed(at, err)
+				return errNotSent
 			}
 			if r.credObs != nil {
 				r.credObs.CredentialApplied(c.Tenant, p.Credential.Name())
@@ -440,11 +504,11 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 		if req != nil {
 			kind = c.Classify(err)
 		}
-		s.transportFailure(&at, kind, err)
+		s.transportFailure(at, kind, err)
 		if kind == TransportDestinationRefused {
 			_ = s.complete(adm, store.Observation{}, store.ResultNone, false)
 			at.end()
-			return at, &DestinationError{Err: err}
+			return &DestinationError{Err: err}
 		}
 	} else {
 		at.resp = resp
@@ -460,7 +524,7 @@ func (s *callState) send(adm store.Admission) (attempt, error) {
 	}
 	at.a = r.classifier.assess(p, &at.in, now)
 	at.rec.Decision = at.a.Decision
-	return at, nil
+	return nil
 }
 
 // errNotSent is send's report that the attempt was not sent and the call
@@ -708,7 +772,7 @@ func (s *callState) complete(adm store.Admission, obs store.Observation, result 
 	if !interesting {
 		return true
 	}
-	sctx, cancel := s.r.storeContext(context.WithoutCancel(s.ctx))
+	sctx, cancel := s.r.storeContext(context.WithoutCancel(s.vctx))
 	defer cancel()
 	now, began := s.r.clock.Now(), time.Now()
 	out, err := s.r.store.Complete(sctx, store.CompleteRequest{

@@ -475,6 +475,16 @@ func (r *Runner) storeContext(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, r.storeTime)
 }
 
+// storeContext bounds one store call of s as Runner.storeContext does,
+// within the call's context; a store that never blocks gets the call's
+// values only (it reads no deadline), so the call makes no context for it.
+func (s *callState) storeContext() (context.Context, context.CancelFunc) {
+	if !s.r.storeBlocks {
+		return s.vctx, func() {}
+	}
+	return s.r.storeContext(s.callCtx())
+}
+
 // destination returns the call's destination.
 func (c *Call) destination() Destination {
 	return Destination{Tenant: c.Tenant, Provider: c.Provider, Host: c.URL.Host, Authorization: c.Header.Get("Authorization")}
@@ -490,7 +500,7 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	defer r.observer.InFlight(-1)
 	start := r.clock.Now()
 	s := r.newCall(ctx, c)
-	defer s.cancel()
+	defer s.end()
 	res, err := s.run()
 	s.keepBodies(res)
 	r.observer.CallDone("execute", res.Outcome, len(res.Attempts), r.clock.Now().Sub(start))

@@ -150,7 +150,8 @@ func (r *Runner) Stream(ctx context.Context, c *Call, sink StreamSink) (*StreamR
 	defer r.observer.InFlight(-1)
 	start := r.clock.Now()
 	s := r.newCall(ctx, c)
-	defer s.cancel()
+	s.callCtx() // the stream's attempts are cut through it (attemptContext)
+	defer s.end()
 	st := &streamState{sink: sink, limits: c.Policy.Stream}
 	if m := c.MaxResponseBody; m > 0 && (st.limits.MaxBytes == 0 || m < st.limits.MaxBytes) {
 		st.limits.MaxBytes = m
@@ -197,7 +198,7 @@ type streamState struct {
 func (st *streamState) attemptContext(s *callState) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(s.caller)
 	attempt := time.AfterFunc(s.p.AttemptTimeout, func() { cancel(context.DeadlineExceeded) })
-	stopTotal := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	stopTotal := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) }) // made by Stream
 	st.ctx, st.cancel, st.preHead = ctx, cancel, nil
 	st.stopTimers = func() { attempt.Stop(); stopTotal() }
 	return ctx, func() { st.stopTimers(); cancel(context.Canceled) }

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +30,10 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+func run() int {
 	quick := flag.Bool("quick", false, "short smoke run (numbers not meant to be quoted)")
 	brokerBin := flag.String("broker", "", "broker binary to run (default: go build ./cmd/broker into a temporary directory)")
 	redisBin := flag.String("redis-server", "", "redis-server binary of the single server (default: from PATH; the cluster and Sentinel nodes always use the one on PATH)")
@@ -37,7 +43,25 @@ func main() {
 	styles := flag.String("styles", "", "comma-separated provider styles for the quota, herd and rolling scenarios: github, azure, jira, retry-after (default: all; herd and rolling run github and retry-after)")
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "stop the run after this long")
+	overheadConc := flag.String("overhead-concurrency", "", "comma-separated concurrency levels of the overhead scenario (default: 1,16,256)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the suite's own process (the in-process scenarios: overhead, stream, parked) to this file; make pgo turns one into cmd/broker/default.pgo")
 	flag.Parse()
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchsuite:", err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "benchsuite:", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -64,16 +88,28 @@ func main() {
 	if *styles != "" {
 		o.Styles = strings.Split(*styles, ",")
 	}
+	for _, c := range strings.Split(*overheadConc, ",") {
+		if c == "" {
+			continue
+		}
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			fmt.Fprintln(os.Stderr, "benchsuite: -overhead-concurrency: not a positive number:", c)
+			return 2
+		}
+		o.OverheadConcurrency = append(o.OverheadConcurrency, n)
+	}
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
 		fmt.Print(rep.Markdown())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchsuite:", err)
-		os.Exit(1)
+		return 1
 	}
 	if len(rep.Errors) > 0 {
 		fmt.Fprintln(os.Stderr, "benchsuite: some scenarios failed:", strings.Join(rep.Errors, "; "))
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
