@@ -228,7 +228,7 @@ func (s *callState) run() (*Result, error) {
 //
 //go:noinline
 func (s *callState) attemptOnce(adm store.Admission) (Decision, bool, error) {
-	growStack()
+	growStack(0)
 	var at attempt
 	err := s.send(&at, adm)
 	if err != nil {

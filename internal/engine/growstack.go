@@ -5,11 +5,9 @@ package engine
 // guard's (about 6 KiB), with room to spare.
 const stackReserve = 8 << 10
 
-// stackSink keeps growStack's frame from being optimized away.
-var stackSink byte
-
 // growStack makes the goroutine's stack hold stackReserve more bytes from
-// here, growing it now, while it is shallow, if it must.
+// here, growing it now, while it is shallow, if it must. Call it with 0:
+// the index it reads keeps its frame from being optimized away.
 //
 // A gRPC handler often runs on a fresh goroutine (when every stream worker
 // is busy), whose stack starts small. Without this, it grows deep in the
@@ -25,7 +23,7 @@ var stackSink byte
 // goroutines' stacks the same way (pkg/util/growstack).
 //
 //go:noinline
-func growStack() {
+func growStack(i int) byte {
 	var buf [stackReserve]byte
-	stackSink = buf[stackSink]
+	return buf[i]
 }
