@@ -71,7 +71,11 @@ func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 	s := &callState{r: r, c: c, p: p, caller: ctx, vctx: ctx}
 	s.res = &s.result
 	now := r.clock.Now()
-	s.totalBy = time.Now().Add(p.TotalTimeout)
+	if r.realClock {
+		s.totalBy = now.Add(p.TotalTimeout)
+	} else {
+		s.totalBy = time.Now().Add(p.TotalTimeout)
+	}
 	deadline := now.Add(p.TotalTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -271,7 +275,10 @@ func (s *callState) admit() (store.Admission, bool, error) {
 		}
 		now := clock.Now()
 		sctx, cancel := s.storeContext()
-		began := time.Now() // real time: the round trip's latency is a measurement
+		began := now // real time: the round trip's latency is a measurement
+		if !s.r.realClock {
+			began = time.Now()
+		}
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
 			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.tellBy.Sub(now),
 			FirstAttempt: s.n == 1, Budget: p.Budget, Learning: p.Learning, Breaker: p.Breaker,

@@ -208,6 +208,7 @@ const (
 type Runner struct {
 	store      store.Store
 	clock      Clock
+	realClock  bool // clock is SystemClock: its Now is time.Now
 	rand       Rand
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -322,6 +323,7 @@ func NewRunner(st store.Store, opts ...RunnerOption) *Runner {
 	r.credObs, _ = r.observer.(CredentialObserver)
 	nb, ok := st.(store.NonBlocking)
 	r.storeBlocks = st != nil && !(ok && nb.NonBlocking())
+	_, r.realClock = r.clock.(SystemClock)
 	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime, observer: r.observer, storeBlocks: r.storeBlocks}
 	r.drain.init()
 	return r
@@ -348,8 +350,11 @@ type Call struct {
 	// Client sends the attempts; Classify maps its errors.
 	Client   Doer
 	Classify ErrorClassifier
-	// RedactedURL is URL without userinfo and query values, for spans and logs.
+	// RedactedURL is URL without userinfo and query values, for spans and
+	// logs. When it is empty, Redact makes it from URL when a span records
+	// (most calls are never traced: they skip the work).
 	RedactedURL string
+	Redact      func(*url.URL) string
 	// Tenant namespaces all shared state.
 	Tenant string
 	// MaxResponseBody bounds the returned body; 0 means the policy's.

@@ -59,9 +59,13 @@ func (r *Runner) startAttemptSpan(ctx context.Context, c *Call, n int, probe boo
 			port = "443"
 		}
 	}
+	redacted := c.RedactedURL
+	if redacted == "" && c.Redact != nil {
+		redacted = c.Redact(c.URL)
+	}
 	attrs := []attribute.KeyValue{
 		attrMethod.String(c.Method),
-		attrURL.String(c.RedactedURL),
+		attrURL.String(redacted),
 		attrServerAddr.String(host),
 		AttrAttempt.Int(n),
 		AttrProvider.String(c.Provider),

@@ -10,6 +10,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,7 @@ type Metrics struct {
 	changes    prometheus.Counter
 	registry   *prometheus.Registry
 	statusText [6]string
+	attemptBy  sync.Map // attemptKey -> prometheus.Counter (attemptCounter)
 	creds      *credentialMetrics
 	// storeDegraded is the last state SetStoreHealth reported.
 	storeDegraded atomic.Bool
@@ -125,13 +127,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // AttemptDone counts an attempt and the decision taken after it.
 func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Decision) {
-	class := m.statusText[0]
-	if c := status / 100; c >= 1 && c <= 5 {
-		class = m.statusText[c]
-	} else if status != 0 {
-		class = strconv.Itoa(c) + "xx"
-	}
-	m.attempts.WithLabelValues(class, d.Action.String(), d.Reason.String()).Inc()
+	m.attemptCounter(status, d.Action, d.Reason).Inc()
 	if d.HintSource != "" {
 		m.hints.WithLabelValues(d.HintSource).Inc()
 	}
@@ -146,6 +142,36 @@ func (m *Metrics) AttemptDone(status int, _ engine.TransportError, d engine.Deci
 		}
 		m.delays.WithLabelValues(src).Observe(d.Delay.Seconds())
 	}
+}
+
+// attemptKey names one series of retrybroker_attempts_total.
+type attemptKey struct {
+	class  int // status / 100; -1 for a transport failure (status 0)
+	action engine.Action
+	reason engine.Reason
+}
+
+// attemptCounter returns the attempts counter of an attempt's status
+// class (0: a transport failure), action and reason, resolved once per
+// series: a label lookup hashes three strings, which cost a measurable part
+// of Execute's own share (issue 22).
+func (m *Metrics) attemptCounter(status int, action engine.Action, reason engine.Reason) prometheus.Counter {
+	class := status / 100
+	if status == 0 {
+		class = -1
+	}
+	k := attemptKey{class, action, reason}
+	if c, ok := m.attemptBy.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	text := m.statusText[0]
+	if class >= 1 && class <= 5 {
+		text = m.statusText[class]
+	} else if class >= 0 {
+		text = strconv.Itoa(class) + "xx"
+	}
+	c, _ := m.attemptBy.LoadOrStore(k, m.attempts.WithLabelValues(text, action.String(), reason.String()))
+	return c.(prometheus.Counter)
 }
 
 // BreakerChange counts a breaker transition.

@@ -107,7 +107,7 @@ func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engin
 	call := &engine.Call{
 		Policy: pol, Provider: provider, Reader: pol.ReaderFor(provider),
 		Method: method, URL: u, Header: toHTTPHeader(req.GetRequest().GetHeaders()), Body: req.GetRequest().GetBody(),
-		RedactedURL: egress.RedactURL(u), Client: client, Classify: egress.Classify, Tenant: t.ID,
+		Redact: egress.RedactURL, Client: client, Classify: egress.Classify, Tenant: t.ID,
 	}
 	if o := req.GetOverrides(); o != nil && o.MaxResponseBody != nil {
 		call.MaxResponseBody = int64(*o.MaxResponseBody) // validated: at most the policy's
