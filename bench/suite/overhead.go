@@ -111,11 +111,15 @@ type variant struct {
 // overheadRun measures ClassifyResponse against the empty handler, and
 // Execute against the minimal forwarder and direct HTTP, at each
 // concurrency, alternating the variants of a group round by round.
-func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadResult, error) {
+//
+// While the Execute group runs, the suite profiles its own process and
+// returns the handlers' shares of it (HandlerShare): what the broker's
+// Execute and the forwarder spent per call outside the HTTP client.
+func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadResult, []HandlerShare, error) {
 	// The upstream: a local HTTP server answering a small JSON body.
 	upLis, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var upConns atomic.Int64
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -142,7 +146,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	// many idle connections as there are callers.
 	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := memstore.New()
 	defer st.Close()
@@ -166,7 +170,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	} {
 		sv, err := serveInproc(svc)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		servers[name] = sv
 	}
@@ -219,15 +223,24 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 
 	var out []OverheadResult
 	var errs []error
+	var shares []HandlerShare
 	for _, g := range groups {
+		var capture *cpuCapture
+		served := map[string]int{} // calls per variant while the capture ran
+		if g[0].group == "execute" {
+			capture = startCPUCapture()
+		}
 		for _, c := range p.Concurrency {
 			if ctx.Err() != nil {
-				return out, ctx.Err()
+				if capture != nil {
+					_, _ = capture.stop()
+				}
+				return out, shares, ctx.Err()
 			}
 			s.logf("overhead: %s at concurrency %d", g[0].group, c)
 			// Warm up every variant (connections, pools, JIT-free but caches).
 			for _, v := range g {
-				runRound(ctx, v, c, p.Round/2, p.MaxCallsPerRound)
+				served[v.name] += runRound(ctx, v, c, p.Round/2, p.MaxCallsPerRound).calls
 			}
 			acc := make([]roundAcc, len(g))
 			for r := range p.Rounds {
@@ -239,6 +252,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 					c0 := upConns.Load()
 					a := runRound(ctx, g[j], c, p.Round, p.MaxCallsPerRound)
 					a.conns = upConns.Load() - c0
+					served[g[j].name] += a.calls
 					acc[j].add(a)
 				}
 			}
@@ -251,8 +265,22 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 				out = append(out, res)
 			}
 		}
+		if capture != nil {
+			prof, err := capture.stop()
+			if err != nil {
+				s.logf("overhead: %v", err)
+				continue
+			}
+			shares = handlerShares(prof, []HandlerShare{
+				{Variant: VarExecute, Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).Execute", Calls: served[VarExecute]},
+				{Variant: VarForwarder, Handler: "github.com/retrybroker/retrybroker/bench/baseline.Forwarder.Execute", Calls: served[VarForwarder]},
+			}, 8)
+			for _, h := range shares {
+				s.logf("overhead: profile: %s", shareText(h))
+			}
+		}
 	}
-	return out, errors.Join(errs...)
+	return out, shares, errors.Join(errs...)
 }
 
 // roundAcc accumulates rounds of one variant.

@@ -424,6 +424,12 @@ func (r *Report) OverheadTable() string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s%s | %.0f | %s | %s | %d | %s |\n", o.Group, o.Concurrency, o.Variant, errs, o.Throughput, fmtDur(o.P50), fmtDur(o.P99), o.UpstreamConns, ratio)
 	}
+	if len(r.OverShares) > 0 {
+		b.WriteString("\nProfile of the Execute rows (the suite's own CPU profile while they ran, every level and warm-up round; CPU per call, cumulative, outside net/http's Client.Do, which both share):\n\n")
+		for _, h := range r.OverShares {
+			fmt.Fprintf(&b, "- %s.\n", shareText(h))
+		}
+	}
 	return b.String()
 }
 
@@ -641,6 +647,10 @@ func (r *Report) Findings() []string {
 			msg += fmt.Sprintf(" The broker opened %d new upstream connections during its rounds (one per %.1f calls), the forwarder %d: beyond %d idle connections per host (--upstream-max-idle-conns-per-host) calls pay for a new TCP connection.",
 				b.UpstreamConns, float64(b.Calls)/float64(b.UpstreamConns), f.UpstreamConns, egress.DefaultMaxIdleConnsPerHost)
 		}
+		if len(r.OverShares) == 2 {
+			msg += fmt.Sprintf(" Profile of the Execute rows: the broker's handler spent %s of CPU per call outside the HTTP client, the forwarder's %s (see the Overhead section for the parts).",
+				fmtDur(r.OverShares[0].PerCall), fmtDur(r.OverShares[1].PerCall))
+		}
 		out = append(out, msg)
 	}
 	if st := r.Stream; st != nil {
@@ -654,6 +664,20 @@ func (r *Report) Findings() []string {
 			}
 			out = append(out, fmt.Sprintf("%d concurrent %s downloads: RSS growth %s, %s per stream; the Go heap in use at the peak was %s: the growth is Go heap, not memory the runtime kept (the engine itself holds one %s buffer per stream).",
 				m.Streams, fmtBytes(float64(m.Bytes)), fmtBytes(float64(m.Growth())), fmtBytes(float64(m.Growth())/float64(m.Streams)), fmtBytes(float64(m.PeakHeap)), fmtBytes(float64(engine.StreamChunkSize))))
+		}
+	}
+	if st := r.Stream; st != nil {
+		for _, c := range st.Params.TTFBConcurrency {
+			x, ok := st.TTFBRatio(VarStreamBroker, VarStreamForwarder, c)
+			if !ok || x <= 1.2 {
+				continue
+			}
+			msg := fmt.Sprintf("ExecuteStream's time to first byte at concurrency %d: %.2f× the forwarder's p50 (target 1.2×).", c, x)
+			if len(st.Shares) == 2 {
+				msg += fmt.Sprintf(" Profile of those rows: the broker's handler spent %s of CPU per stream outside the HTTP client, the forwarder's %s (see the Streaming section for the parts).",
+					fmtDur(st.Shares[0].PerCall), fmtDur(st.Shares[1].PerCall))
+			}
+			out = append(out, msg)
 		}
 	}
 	for _, c := range r.Overhead.Concurrency {
@@ -876,6 +900,12 @@ func (r *Report) StreamTables() string {
 			share = fmt.Sprintf("%.2f×", x)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s |\n", t.Variant, t.Concurrency, t.Calls, fmtDur(t.P50), fmtDur(t.P99), share)
+	}
+	if len(st.Shares) > 0 {
+		b.WriteString("\nProfile of the in-process time-to-first-byte rows (the suite's own CPU profile while they ran; CPU per stream, cumulative, outside net/http's Client.Do, which both share):\n\n")
+		for _, h := range st.Shares {
+			fmt.Fprintf(&b, "- %s.\n", shareText(h))
+		}
 	}
 	return b.String()
 }

@@ -102,6 +102,9 @@ type StreamReport struct {
 	Concurrent StreamMemory
 	Throughput []StreamThroughput
 	TTFB       []StreamTTFB
+	// Shares is the profile of the in-process TTFB rows: each handler's
+	// CPU per stream outside the HTTP client.
+	Shares []HandlerShare
 }
 
 // Variant names of the streaming scenario.
@@ -490,12 +493,39 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	}
 
 	// Time to first byte, side by side: the broker and the forwarder, both
-	// in this process, on the same upstream.
-	if err := ttfb([]ttfbVariant{
+	// in this process, on the same upstream, profiled as the overhead
+	// scenario's Execute rows are (HandlerShare).
+	inproc := []ttfbVariant{
 		streamTTFB(ctx, VarStreamForwarder, servers[0].cl, firstReq),
 		streamTTFB(ctx, VarStreamBroker, servers[1].cl, firstReq),
-	}); err != nil {
+	}
+	if err := ttfb(inproc); err != nil {
 		return rep, err
+	}
+	// The profile has a pass of its own, long enough for its 10 ms
+	// samples to say something per stream; its times are not reported.
+	calls := 4 * p.TTFBCalls
+	capture := startCPUCapture()
+	for _, c := range p.TTFBConcurrency {
+		for _, v := range inproc {
+			if _, err := closedLoop(c, calls, v.call); err != nil {
+				_, _ = capture.stop()
+				return rep, fmt.Errorf("ttfb profile %s at %d: %w", v.name, c, err)
+			}
+		}
+	}
+	prof, perr := capture.stop()
+	if perr != nil {
+		s.logf("stream: %v", perr)
+		return rep, nil
+	}
+	calls *= len(p.TTFBConcurrency)
+	rep.Shares = handlerShares(prof, []HandlerShare{
+		{Variant: VarStreamBroker, Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).ExecuteStream", Calls: calls},
+		{Variant: VarStreamForwarder, Handler: "github.com/retrybroker/retrybroker/bench/baseline.StreamForwarder.ExecuteStream", Calls: calls},
+	}, 8)
+	for _, h := range rep.Shares {
+		s.logf("stream: profile: %s", shareText(h))
 	}
 	return rep, nil
 }

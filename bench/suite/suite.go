@@ -97,8 +97,11 @@ type Report struct {
 	OutageRes []OutageResult
 	Overhead  OverheadParams
 	OverRes   []OverheadResult
-	Parked    []ParkedResult
-	Config    []ConfigResult
+	// OverShares is the profile of the Execute rows: the handlers' CPU per
+	// call outside the HTTP client (overheadRun).
+	OverShares []HandlerShare
+	Parked     []ParkedResult
+	Config     []ConfigResult
 	// BrokerBase is a broker without --config, beside Config's brokers.
 	BrokerBase *BrokerBaseline
 	RedisOps   []RedisOpsResult
@@ -391,8 +394,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if want("overhead") && ctx.Err() == nil {
-		res, err := s.overheadRun(ctx, op)
-		rep.OverRes = res
+		res, shares, err := s.overheadRun(ctx, op)
+		rep.OverRes, rep.OverShares = res, shares
 		if err != nil {
 			rep.Errors = append(rep.Errors, "overhead: "+err.Error())
 		}
