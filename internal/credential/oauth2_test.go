@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retrybroker/retrybroker/internal/credential/credtest"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 )
 
 // testSecret is the client secret of the tests; no error or log may hold it.
@@ -159,7 +160,7 @@ func newTestCred(t testing.TB, tokenURL string, clock Clock, edit func(*OAuth2Sp
 	obs := &recObserver{}
 	client := credtest.LoopbackClient()
 	t.Cleanup(client.CloseIdleConnections)
-	logs := &lockedBuffer{}
+	logs := &proctest.Buffer{}
 	t.Cleanup(func() {
 		if strings.Contains(logs.String(), testSecret) {
 			t.Errorf("the log holds the client secret:\n%s", logs.String())
@@ -176,24 +177,6 @@ func newTestCred(t testing.TB, tokenURL string, clock Clock, edit func(*OAuth2Sp
 		t.Fatal(err)
 	}
 	return &testCred{oauth2Cred: c.(*oauth2Cred), obs: obs, secretFile: file}
-}
-
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func newReq(t testing.TB) *http.Request {
