@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -18,6 +19,10 @@ import (
 // the next tier (the forwarder was 466 MiB/s against the broker's
 // 1.16 GiB/s with 32 KiB reads).
 const StreamChunkSize = 32<<10 - 64
+
+// chunkBuffers reuses chunk buffers across streams, as the broker does
+// (engine's chunkBuffers).
+var chunkBuffers = sync.Pool{New: func() any { return new([StreamChunkSize]byte) }}
 
 // StreamForwarder sends each ExecuteStream request once with Client and
 // streams the response back as head, chunks and end: no retries, no
@@ -49,7 +54,9 @@ func (f StreamForwarder) ExecuteStream(req *rbv1.ExecuteRequest, st grpc.ServerS
 	if err := st.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_Head{Head: head}}); err != nil {
 		return err
 	}
-	buf := make([]byte, StreamChunkSize)
+	bp := chunkBuffers.Get().(*[StreamChunkSize]byte)
+	defer chunkBuffers.Put(bp)
+	buf := bp[:]
 	msg := &rbv1.ExecuteStreamResponse{}
 	chunk := &rbv1.ExecuteStreamResponse_Chunk{}
 	var n int64

@@ -53,7 +53,7 @@ func streamParams(quick bool) StreamParams {
 	if quick {
 		return StreamParams{Download: 64 << 20, Concurrent: 8, ConcurrentBytes: 4 << 20, RoundBytes: 32 << 20, Rounds: 2, TTFBConcurrency: []int{1, 64}, TTFBCalls: 64}
 	}
-	return StreamParams{Download: 1 << 30, Concurrent: 100, ConcurrentBytes: 64 << 20, RoundBytes: 256 << 20, Rounds: 6, TTFBConcurrency: []int{1, 64}, TTFBCalls: 640}
+	return StreamParams{Download: 1 << 30, Concurrent: 100, ConcurrentBytes: 64 << 20, RoundBytes: 256 << 20, Rounds: 6, TTFBConcurrency: []int{1, 64}, TTFBCalls: 2000}
 }
 
 // StreamMemory is one memory measurement of a broker process.

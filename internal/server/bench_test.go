@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -266,29 +267,63 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 		{"minimal-forwarder", baseline.StreamForwarder{Client: plain}},
 		{"broker", broker},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			client := benchServe(b, c.svc)
+		client := benchServe(b, c.svc)
+		b.Run(c.name+"/c=1", func(b *testing.B) {
 			b.ReportAllocs()
+			var first time.Duration
 			for b.Loop() {
-				s, err := client.ExecuteStream(context.Background(), req)
+				d, err := firstByte(client, req)
 				if err != nil {
 					b.Fatal(err)
 				}
-				for {
-					m, err := s.Recv()
-					if err != nil {
-						b.Fatal(err)
-					}
-					if m.GetChunk() != nil {
-						break
-					}
-				}
-				for {
-					if _, err := s.Recv(); err != nil {
-						break
-					}
-				}
+				first += d
 			}
+			b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "ns-to-first-byte/op")
 		})
+		// 32 callers per GOMAXPROCS: the suite's c=64 row on two cores.
+		b.Run(c.name+"/c=64", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			var first atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					d, err := firstByte(client, req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					first.Add(int64(d))
+				}
+			})
+			b.ReportMetric(float64(first.Load())/float64(b.N), "ns-to-first-byte/op")
+		})
+	}
+}
+
+// firstByte makes one ExecuteStream of req, reads it to its end and
+// returns the time from the call to its first chunk.
+func firstByte(client rbv1.BrokerServiceClient, req *rbv1.ExecuteRequest) (time.Duration, error) {
+	t0 := time.Now()
+	s, err := client.ExecuteStream(context.Background(), req)
+	if err != nil {
+		return 0, err
+	}
+	var d time.Duration
+	for d == 0 {
+		m, err := s.Recv()
+		if err != nil {
+			return 0, err
+		}
+		if m.GetChunk() != nil {
+			d = time.Since(t0)
+		}
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				return 0, err
+			}
+			return d, nil
+		}
 	}
 }
