@@ -253,10 +253,17 @@ var benchParallelism = func() int {
 // same server options, in one run: the stream's time to first byte, which
 // the body does not hide.
 func BenchmarkExecuteStreamFirstByte(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: first\n\n")
 	}))
+	var conns atomic.Int64 // upstream connections: a stream that does not reuse its connection costs a dial
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
 	defer up.Close()
 	broker, plain := benchBroker(b)
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/first"}}
@@ -271,6 +278,7 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 		b.Run(c.name+"/c=1", func(b *testing.B) {
 			b.ReportAllocs()
 			var first time.Duration
+			before := conns.Load()
 			for b.Loop() {
 				d, err := firstByte(client, req)
 				if err != nil {
@@ -279,12 +287,14 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 				first += d
 			}
 			b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "ns-to-first-byte/op")
+			b.ReportMetric(float64(conns.Load()-before)/float64(b.N), "dials/op")
 		})
 		// 32 callers per GOMAXPROCS: the suite's c=64 row on two cores.
 		b.Run(c.name+"/c=64", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32)
 			var first atomic.Int64
+			before := conns.Load()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					d, err := firstByte(client, req)
@@ -296,6 +306,7 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(first.Load())/float64(b.N), "ns-to-first-byte/op")
+			b.ReportMetric(float64(conns.Load()-before)/float64(b.N), "dials/op")
 		})
 	}
 }

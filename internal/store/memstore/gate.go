@@ -17,7 +17,7 @@ type tenantGates map[gateName]*gate
 // calls in flight, the probe slot, the learned quota and the breaker.
 type gate struct {
 	closedUntil int64            // µs; <= now means open
-	inflight    map[string]int64 // ticket id -> expiry, µs (known-quota registrations)
+	inflight    *inflight        // calls in flight against a known or learned quota (nil: none)
 	quota       quota            // last known provider quota
 	probe       probe            // the single unproven call in flight, if any
 	learn       *learning        // nil: nothing learned (or forgotten)
@@ -68,35 +68,18 @@ func (q *quota) apply(remaining, reset, now int64) {
 	}
 }
 
-// inFlight counts the live in-flight registrations on g (nil: none).
-// liveInFlight returns the number of live in-flight registrations on g and
-// the earliest expiry among them (µs).
+// liveInFlight returns the number of live in-flight registrations on g
+// (nil: none) and the earliest expiry among them (µs).
 func (g *gate) liveInFlight(now int64) (int64, int64) {
 	if g == nil {
 		return 0, 0
 	}
-	n, first := int64(0), int64(0)
-	for _, exp := range g.inflight {
-		if exp > now {
-			n++
-			if first == 0 || exp < first {
-				first = exp
-			}
-		}
-	}
-	return n, first
+	return g.inflight.live(now)
 }
 
+// inFlight counts the live in-flight registrations on g (nil: none).
 func (g *gate) inFlight(now int64) int64 {
-	if g == nil {
-		return 0
-	}
-	n := int64(0)
-	for _, exp := range g.inflight {
-		if exp > now {
-			n++
-		}
-	}
+	n, _ := g.liveInFlight(now)
 	return n
 }
 
@@ -151,11 +134,15 @@ func (g *gate) learningAt(now int64) *learning {
 }
 
 // free returns the time, in µs, after which g holds nothing: the gate can
-// be forgotten then. Operations that change g store it in g.freeAt.
+// be forgotten then. Operations that change g store it in g.freeAt. For
+// the calls in flight it takes the latest expiry registered since the gate
+// last had none (inflight.latest): never early, and late only while a
+// call is in flight, by at most the time between its registration and the
+// last one.
 func (g *gate) free() int64 {
 	f := max(g.closedUntil, g.quota.reset)
-	for _, exp := range g.inflight {
-		f = max(f, exp)
+	if g.inflight != nil {
+		f = max(f, g.inflight.latest)
 	}
 	if g.probe.id != "" {
 		f = max(f, g.probe.expires)
@@ -172,10 +159,8 @@ func (g *gate) free() int64 {
 // prune drops what expired at now: tickets, the probe slot, learned state
 // and the breaker. It reports whether nothing is left (the gate can go).
 func (g *gate) prune(now int64) (dead bool) {
-	for id, exp := range g.inflight {
-		if exp <= now {
-			delete(g.inflight, id)
-		}
+	if g.inflight.prune(now); g.inflight.len() == 0 {
+		g.inflight = nil
 	}
 	if g.probe.id != "" && g.probe.expires <= now {
 		g.probe = probe{}

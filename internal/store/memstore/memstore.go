@@ -267,9 +267,9 @@ func (s *Store) register(g *gate, req store.AdmitRequest, w want, adm *store.Adm
 	}
 	if w.known || w.learned {
 		if g.inflight == nil {
-			g.inflight = make(map[string]int64)
+			g.inflight = new(inflight)
 		}
-		g.inflight[adm.Ticket.ID] = now + s.ticketTTL
+		g.inflight.add(adm.Ticket.ID, now+s.ticketTTL)
 	}
 	if w.learn != nil {
 		w.learn.admitted++
@@ -382,7 +382,7 @@ func (s *Store) settle(key store.GateKey, ticket store.Ticket, obs store.Observa
 	var pr probe // the probe this attempt was, if it was one
 	if g != nil {
 		if ticket.ID != "" {
-			delete(g.inflight, ticket.ID)
+			g.inflight.remove(ticket.ID) // an emptied set stays, for the gate's next calls (prune drops it)
 			if g.probe.id == ticket.ID && g.probe.live(now) {
 				pr, g.probe = g.probe, probe{}
 			}
