@@ -16,12 +16,12 @@ type tenantGates map[gateName]*gate
 // gate is all the per-gate state: closed-until time, known quota and its
 // calls in flight, the probe slot, the learned quota and the breaker.
 type gate struct {
-	closedUntil int64            // µs; <= now means open
-	inflight    *inflight        // calls in flight against a known or learned quota (nil: none)
-	quota       quota            // last known provider quota
-	probe       probe            // the single unproven call in flight, if any
-	learn       *learning        // nil: nothing learned (or forgotten)
-	brk         *breaker         // nil: nothing counted (a closed, empty breaker)
+	closedUntil int64     // µs; <= now means open
+	inflight    *inflight // calls in flight against a known or learned quota (nil: none)
+	quota       quota     // last known provider quota
+	probe       probe     // the single unproven call in flight, if any
+	learn       *learning // nil: nothing learned (or forgotten)
+	brk         *breaker  // nil: nothing counted (a closed, empty breaker)
 	// freeAt is free() as of the last operation on the gate. free() only
 	// changes when an operation changes the gate (parts that expire only
 	// ever held times already past), so it is exact: trim reads it instead
