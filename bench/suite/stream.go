@@ -44,16 +44,19 @@ type StreamParams struct {
 	RoundBytes int64
 	Rounds     int
 	// TTFBConcurrency are the concurrency levels of the time-to-first-byte
-	// measurement, TTFBCalls the calls per level and variant.
+	// measurement, TTFBCalls the calls per level and variant, made in
+	// TTFBRounds rounds that alternate the variants (so that a slow spell
+	// of the machine falls on both).
 	TTFBConcurrency []int
 	TTFBCalls       int
+	TTFBRounds      int
 }
 
 func streamParams(quick bool) StreamParams {
 	if quick {
-		return StreamParams{Download: 64 << 20, Concurrent: 8, ConcurrentBytes: 4 << 20, RoundBytes: 32 << 20, Rounds: 2, TTFBConcurrency: []int{1, 64}, TTFBCalls: 64}
+		return StreamParams{Download: 64 << 20, Concurrent: 8, ConcurrentBytes: 4 << 20, RoundBytes: 32 << 20, Rounds: 2, TTFBConcurrency: []int{1, 64}, TTFBCalls: 64, TTFBRounds: 2}
 	}
-	return StreamParams{Download: 1 << 30, Concurrent: 100, ConcurrentBytes: 64 << 20, RoundBytes: 256 << 20, Rounds: 6, TTFBConcurrency: []int{1, 64}, TTFBCalls: 2000}
+	return StreamParams{Download: 1 << 30, Concurrent: 100, ConcurrentBytes: 64 << 20, RoundBytes: 256 << 20, Rounds: 6, TTFBConcurrency: []int{1, 64}, TTFBCalls: 6000, TTFBRounds: 6}
 }
 
 // StreamMemory is one memory measurement of a broker process.
@@ -392,12 +395,24 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 		}},
 	}
 	ttfb := func(variants []ttfbVariant) error {
+		rounds := max(p.TTFBRounds, 1)
 		for _, c := range p.TTFBConcurrency {
-			for _, v := range variants {
-				lat, err := closedLoop(c, p.TTFBCalls, v.call)
-				if err != nil {
-					return fmt.Errorf("ttfb %s at %d: %w", v.name, c, err)
+			lats := make([][]time.Duration, len(variants))
+			for r := range rounds {
+				for k := range variants {
+					i := k
+					if r%2 == 1 {
+						i = len(variants) - 1 - k
+					}
+					lat, err := closedLoop(c, p.TTFBCalls/rounds, variants[i].call)
+					if err != nil {
+						return fmt.Errorf("ttfb %s at %d: %w", variants[i].name, c, err)
+					}
+					lats[i] = append(lats[i], lat...)
 				}
+			}
+			for i, v := range variants {
+				lat := lats[i]
 				slices.Sort(lat)
 				t := StreamTTFB{Variant: v.name, Concurrency: c, Calls: len(lat), P50: percentile(lat, 0.5), P99: percentile(lat, 0.99)}
 				s.logf("stream: TTFB %-32s c=%-3d p50 %v p99 %v", v.name, c, t.P50, t.P99)
@@ -504,7 +519,7 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	}
 	// The profile has a pass of its own, long enough for its 10 ms
 	// samples to say something per stream; its times are not reported.
-	calls := 4 * p.TTFBCalls
+	calls := p.TTFBCalls
 	capture := startCPUCapture()
 	for _, c := range p.TTFBConcurrency {
 		for _, v := range inproc {

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -74,6 +75,7 @@ type grpcSink struct {
 	provider string
 	msg      *rbv1.ExecuteStreamResponse
 	chunk    rbv1.ExecuteStreamResponse_Chunk
+	yielded  bool // after the first chunk
 }
 
 func (g *grpcSink) Head(h engine.StreamHead) error {
@@ -88,6 +90,16 @@ func (g *grpcSink) Chunk(p []byte) error {
 	g.msg.Event = &g.chunk
 	err := g.stream.Send(g.msg)
 	g.chunk.Chunk = nil
+	if !g.yielded {
+		// Send queues the message for the transport's writer goroutine,
+		// which runs only when this one yields. When the upstream sent the
+		// body at once, this goroutine would not block again before the
+		// call is over (the rest of the body, the store, the metrics, the
+		// end message): the first byte would wait for all of it. It
+		// yields once, so the head and the first chunk leave now.
+		g.yielded = true
+		runtime.Gosched()
+	}
 	return err
 }
 
