@@ -56,6 +56,10 @@ func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStre
 	defer release()
 	sink := &grpcSink{stream: stream, provider: provider, msg: &rbv1.ExecuteStreamResponse{}}
 	res, err := s.exec.Runner.Stream(ctx, call, sink)
+	// The upstream body is over: the slot is free before the end message,
+	// so a caller that opens its next stream on reading end is never
+	// refused for the one it just finished.
+	release()
 	if err != nil && !res.HeadSent {
 		return s.executeError(ctx, err)
 	}

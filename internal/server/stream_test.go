@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -418,6 +420,76 @@ func TestExecuteStreamMaxConcurrent(t *testing.T) {
 	if third.err != nil || !third.end().GetBodyComplete() {
 		t.Fatalf("third stream: %v %v", third.err, third.end())
 	}
+}
+
+// TestExecuteStreamSlotFreeAtEnd: a caller that opens its next stream as
+// soon as it reads end (not waiting for the RPC's status) is never
+// refused for the stream it just finished: the slot is given back before
+// end is sent. The server's goroutine pauses for 200 ms after it sent end
+// (as a busy machine may deschedule it there); under stream.max_concurrent
+// 1 the next stream still opens. (The suite's time-to-first-byte rows, 64
+// callers under a limit of 64, were refused this way.)
+func TestExecuteStreamSlotFreeAtEnd(t *testing.T) {
+	up := newScripted(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "data: one\n\n")
+	})
+	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := *dev.Policies["default"]
+	p.Stream.MaxConcurrent = 1
+	dev.Policies["default"] = &p
+	st := memstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+	tr := egress.NewClients(egress.ClientConfig{})
+	t.Cleanup(tr.CloseIdleConnections)
+	svc := server.New(server.WithDefaultTenant(dev), server.WithExecutor(&server.Executor{Runner: engine.NewRunner(st), Clients: tr}))
+	pauseAfterEnd := grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, pausingStream{ss})
+	})
+	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{ExtraOptions: []grpc.ServerOption{pauseAfterEnd}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := rbv1.NewBrokerServiceClient(conn)
+	for i := range 3 {
+		s, err := client.ExecuteStream(t.Context(), get(up.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				t.Fatalf("stream %d: %v", i, err) // RESOURCE_EXHAUSTED: the last one still held its slot
+			}
+			if end := m.GetEnd(); end != nil {
+				if !end.GetBodyComplete() {
+					t.Fatalf("stream %d: %v", i, end)
+				}
+				break
+			}
+		}
+	}
+}
+
+// pausingStream pauses its goroutine for 200 ms after it sent an end.
+type pausingStream struct{ grpc.ServerStream }
+
+func (p pausingStream) SendMsg(m any) error {
+	err := p.ServerStream.SendMsg(m)
+	if r, ok := m.(*rbv1.ExecuteStreamResponse); ok && r.GetEnd() != nil {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
 }
 
 // TestExecuteStreamMaxBytes: the policy's byte cap ends the body with
