@@ -78,6 +78,12 @@ type execFixture struct {
 
 func startExecBroker(t *testing.T, mut func(*tenant.Policy)) *execFixture {
 	t.Helper()
+	return startExecBrokerWith(t, mut, server.GRPCConfig{})
+}
+
+// startExecBrokerWith is startExecBroker with the gRPC server built from cfg.
+func startExecBrokerWith(t *testing.T, mut func(*tenant.Policy), cfg server.GRPCConfig) *execFixture {
+	t.Helper()
 	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +105,7 @@ func startExecBroker(t *testing.T, mut func(*tenant.Policy)) *execFixture {
 	}})
 	t.Cleanup(tr.CloseIdleConnections)
 	exec := &server.Executor{Runner: engine.NewRunner(st), Clients: tr}
-	client := startBroker(t, server.WithDefaultTenant(dev), server.WithExecutor(exec))
+	client := serveBroker(t, server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)), cfg)
 	return &execFixture{client: client, dialer: rd, store: st}
 }
 

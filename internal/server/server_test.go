@@ -31,7 +31,14 @@ func startBroker(t *testing.T, opts ...server.Option) rbv1.BrokerServiceClient {
 		t.Fatal(err)
 	}
 	svc := server.New(append([]server.Option{server.WithDefaultTenant(dev)}, opts...)...)
-	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{})
+	return serveBroker(t, svc, server.GRPCConfig{})
+}
+
+// serveBroker serves svc with the broker's gRPC server built from cfg on a
+// loopback listener, stopped when t ends, and returns a client of it.
+func serveBroker(t *testing.T, svc rbv1.BrokerServiceServer, cfg server.GRPCConfig) rbv1.BrokerServiceClient {
+	t.Helper()
+	gs, _ := server.NewGRPCServer(svc, cfg)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -433,34 +432,11 @@ func TestExecuteStreamSlotFreeAtEnd(t *testing.T) {
 	up := newScripted(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "data: one\n\n")
 	})
-	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := *dev.Policies["default"]
-	p.Stream.MaxConcurrent = 1
-	dev.Policies["default"] = &p
-	st := memstore.New()
-	t.Cleanup(func() { _ = st.Close() })
-	tr := egress.NewClients(egress.ClientConfig{})
-	t.Cleanup(tr.CloseIdleConnections)
-	svc := server.New(server.WithDefaultTenant(dev), server.WithExecutor(&server.Executor{Runner: engine.NewRunner(st), Clients: tr}))
 	pauseAfterEnd := grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		return h(srv, pausingStream{ss})
 	})
-	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{ExtraOptions: []grpc.ServerOption{pauseAfterEnd}})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	client := rbv1.NewBrokerServiceClient(conn)
+	client := startExecBrokerWith(t, func(p *tenant.Policy) { p.Stream.MaxConcurrent = 1 },
+		server.GRPCConfig{ExtraOptions: []grpc.ServerOption{pauseAfterEnd}}).client
 	for i := range 3 {
 		s, err := client.ExecuteStream(t.Context(), get(up.URL))
 		if err != nil {
