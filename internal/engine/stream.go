@@ -182,8 +182,9 @@ type streamState struct {
 	limits StreamLimits
 
 	// The attempt in progress: its request context, which only the
-	// caller's context, cancel and the timers end, and the timers (the
-	// attempt timeout and the call's total timeout) stopped at the head.
+	// caller's context, cancel, the drain and the timer end, and the timer
+	// (the earlier of the attempt timeout and the call's total timeout),
+	// stopped at the head.
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	timer   *time.Timer
