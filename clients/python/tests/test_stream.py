@@ -14,8 +14,10 @@ upstream's own send times (time.monotonic), never with sleeps.
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import struct
+import termios
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -49,6 +51,22 @@ ONCE = ExecuteOverrides(max_retries=0)  # no backoff waits where a call must fai
 BLOB = bytes(range(256)) * (3 * 4096)  # 3 MiB
 
 
+def wait_acked(conn: socket.socket, limit: float = 5.0) -> None:
+    """Wait, at most limit seconds, until the peer acknowledged every byte written to conn.
+
+    Linux's SIOCOUTQ (the send queue) is then 0, so a reset sent next cannot
+    discard bytes the test expects the peer to have.
+    """
+    end = time.monotonic() + limit
+    buf = bytearray(4)
+    while time.monotonic() < end:
+        fcntl.ioctl(conn.fileno(), termios.TIOCOUTQ, buf)
+        if struct.unpack("i", buf)[0] == 0:
+            return
+        time.sleep(0.001)
+    raise AssertionError("the broker did not acknowledge the /reset body within 5 s")
+
+
 class StreamUpstream:
     """The streaming upstream described in the module docstring."""
 
@@ -59,6 +77,12 @@ class StreamUpstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Every write leaves at once. With Nagle's algorithm on (the
+            # default here), a /reset on a pooled connection that already
+            # served requests met delayed ACKs: its 2000 bytes waited in
+            # the send queue, and the linger-0 close threw them away, so
+            # the broker saw the head and then the reset, never the bytes.
+            disable_nagle_algorithm = True
 
             def do_GET(self) -> None:
                 if self.path.startswith("/sse"):
@@ -79,6 +103,7 @@ class StreamUpstream:
                     self.end_headers()
                     self.wfile.write(b"r" * 2000)
                     self.wfile.flush()
+                    wait_acked(self.connection)
                     self.connection.setsockopt(
                         socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
                     )
