@@ -14,7 +14,7 @@ func TestHandlerShares(t *testing.T) {
 	fn := func(id uint64, name string) *profile.Function { return &profile.Function{ID: id, Name: name} }
 	handler := fn(1, "github.com/retrybroker/retrybroker/internal/server.(*Service).Execute")
 	run := fn(2, "github.com/retrybroker/retrybroker/internal/engine.(*Runner).Run")
-	grow := fn(3, "github.com/retrybroker/retrybroker/internal/engine.growStack")
+	grow := fn(3, "github.com/retrybroker/retrybroker/internal/engine.(*callState).received")
 	do := fn(4, "net/http.(*Client).Do")
 	other := fn(5, "github.com/retrybroker/retrybroker/bench/baseline.Forwarder.Execute")
 	loc := func(id uint64, f *profile.Function) *profile.Location {
@@ -39,18 +39,18 @@ func TestHandlerShares(t *testing.T) {
 	if h.PerCall != 100*time.Microsecond {
 		t.Errorf("per call %v, want 100µs (30 ms + 70 ms over 1000 calls, the client's 500 ms left out)", h.PerCall)
 	}
-	// Run holds all of it (a wrapper, not named); growStack 30 µs is named.
-	if len(h.Top) != 1 || h.Top[0].Func != "engine.growStack" || h.Top[0].PerCall != 30*time.Microsecond {
-		t.Errorf("parts %+v, want engine.growStack 30µs alone", h.Top)
+	// Run holds all of it (a wrapper, not named); received 30 µs is named.
+	if len(h.Top) != 1 || h.Top[0].Func != "engine.(*callState).received" || h.Top[0].PerCall != 30*time.Microsecond {
+		t.Errorf("parts %+v, want engine.(*callState).received 30µs alone", h.Top)
 	}
-	if s := shareText(h); !strings.Contains(s, "broker: 100 µs") || !strings.Contains(s, "engine.growStack 30 µs") {
+	if s := shareText(h); !strings.Contains(s, "broker: 100 µs") || !strings.Contains(s, "engine.(*callState).received 30 µs") {
 		t.Errorf("text %q", s)
 	}
 }
 
 func TestShortFunc(t *testing.T) {
 	for in, want := range map[string]string{
-		"github.com/retrybroker/retrybroker/internal/engine.growStack":                     "engine.growStack",
+		"github.com/retrybroker/retrybroker/internal/engine.(*callState).received":         "engine.(*callState).received",
 		"google.golang.org/grpc.(*GenericServerStream[go.shape.struct { a [3]int }]).Send": "google.golang.org/grpc.(*GenericServerStream[…]).Send",
 	} {
 		if got := shortFunc(in); got != want {

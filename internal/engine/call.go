@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,8 @@ type callState struct {
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
 	w      waiter        // where every wait of the call waits
+	at     attempt       // attempt n, from its admission until it is concluded
+	next   Decision      // the decision on the last concluded attempt, for the wait after it
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
 	hold   *bodyHold    // the call's room in the body budget, once reserved
@@ -66,6 +69,11 @@ type callState struct {
 	repeated int
 }
 
+// newCall starts the state of call c. It is not inlined: its locals would
+// join the frame of Run, which stays on the stack for the whole call (see
+// callState.run).
+//
+//go:noinline
 func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
 	p := c.Policy
 	s := &callState{r: r, c: c, p: p, caller: ctx, vctx: ctx}
@@ -199,52 +207,105 @@ type attempt struct {
 }
 
 // run is the attempt loop: admit, send, decide, complete, wait.
+//
+// The stack budget. Execute's handler often runs on a fresh goroutine
+// (when every gRPC stream worker is busy), whose stack the runtime starts
+// small and grows by copying it whole, walking every frame on it: at 256
+// callers that copy was the largest single cost of the broker's own share
+// (issue 22). The deepest point of a call is inside the HTTP client,
+// below run, attemptOnce and send, so those three frames, and the frames
+// above them (Runner.Run, the gRPC handler), hold next to nothing: the
+// attempt's state is in the call's (s.at, on the heap), and the work
+// before and after the send is in helpers of their own (admitAttempt,
+// attemptRequest, received, conclude, waitNext), called one after another
+// rather than one inside another. The whole path then fits in the 8 KiB
+// stack a minimal gRPC-to-HTTP forwarder needs, which the gRPC server's
+// own reading of the request has grown it to already (TestExecuteStackDepth).
+// The //go:noinline marks keep profile-guided inlining from folding the
+// helpers' frames back into the path.
+//
+//go:noinline
 func (s *callState) run() (*Result, error) {
 	for s.n = 1; ; s.n++ {
-		adm, stop, err := s.admit()
-		if err != nil || stop {
+		if end, err := s.admitAttempt(); end {
 			return s.res, err
 		}
-		if end, err := s.reserveBodies(adm); end { // bodybudget.go: room for the bodies before each send
+		if done, err := s.attemptOnce(); done {
 			return s.res, err
 		}
-		d, done, err := s.attemptOnce(adm)
-		if err != nil || done {
+		if end, err := s.waitNext(); end {
 			return s.res, err
 		}
-		s.freeResponseRoom() // bodybudget.go: no response room held while waiting
-		cause := causeBackoff
-		if d.Reason == ReasonServerHint {
-			cause = causeHint
-		}
-		if end, err := s.sleep(cause, d.Delay); end {
-			return s.res, err
-		}
-		s.waited += d.Delay
 	}
 }
 
-// attemptOnce sends attempt s.n and concludes it: it records the attempt
-// and returns its decision, and done when the call is over (err as run
-// returns it). It holds the attempt's state in its own frame, not run's:
-// a call parked in a wait (in admit or sleep, called from run) then keeps
-// a shallow stack, which the runtime can shrink (issue 22: parked calls).
+// admitAttempt admits attempt s.n (admit) and reserves room for its
+// bodies, and starts s.at for it. end reports that the call is over (err
+// as run returns it).
 //
 //go:noinline
-func (s *callState) attemptOnce(adm store.Admission) (Decision, bool, error) {
-	growStack(0)
-	var at attempt
-	err := s.send(&at, adm)
-	if err != nil {
-		s.res.Attempts = append(s.res.Attempts, at.rec)
-		if err == errNotSent {
-			return Decision{}, true, s.callerErr()
-		}
-		return Decision{}, true, err
+func (s *callState) admitAttempt() (end bool, err error) {
+	adm, stop, err := s.admit()
+	if err != nil || stop {
+		return true, err
 	}
-	done, err := s.conclude(&at)
-	s.res.Attempts = append(s.res.Attempts, at.rec)
-	return at.rec.Decision, done || err != nil, err
+	if end, err := s.reserveBodies(adm); end { // bodybudget.go: room for the bodies before each send
+		return true, err
+	}
+	s.at = attempt{adm: adm}
+	return false, nil
+}
+
+// attemptOnce sends attempt s.n (in s.at) and concludes it: it records the
+// attempt, keeps what the wait before the next one needs (s.next), and
+// drops the rest (the response, the peeked bytes, the span) before any
+// wait. done reports that the call is over (err as run returns it).
+//
+//go:noinline
+func (s *callState) attemptOnce() (done bool, err error) {
+	if err := s.send(&s.at); err != nil {
+		s.recordAttempt()
+		if err == errNotSent {
+			return true, s.callerErr()
+		}
+		return true, err
+	}
+	done, err = s.conclude(&s.at)
+	s.recordAttempt()
+	return done || err != nil, err
+}
+
+// recordAttempt appends the record of s.at to the result, keeps its
+// decision for the wait after it (s.next) and ends s.at. The record is
+// copied in place, without the temporary an append of it makes in the
+// caller's frame (see run).
+//
+//go:noinline
+func (s *callState) recordAttempt() {
+	n := len(s.res.Attempts)
+	s.res.Attempts = slices.Grow(s.res.Attempts, 1)[:n+1]
+	s.res.Attempts[n] = s.at.rec
+	s.next = s.at.rec.Decision
+	s.at = attempt{}
+}
+
+// waitNext waits before attempt s.n+1 as the decision on attempt s.n
+// (s.next) says, without holding room for a response. end reports that
+// the call is over (err as run returns it).
+//
+//go:noinline
+func (s *callState) waitNext() (end bool, err error) {
+	s.freeResponseRoom() // bodybudget.go: no response room held while waiting
+	d := s.next.Delay
+	cause := causeBackoff
+	if s.next.Reason == ReasonServerHint {
+		cause = causeHint
+	}
+	if end, err := s.sleep(cause, d); end {
+		return true, err
+	}
+	s.waited += d
+	return false, nil
 }
 
 // admit asks the store to admit attempt s.n and does what admissionStep
@@ -443,15 +504,37 @@ func (s *callState) waitEnded(err error, d time.Duration) (bool, error) {
 	return true, s.endEarly(OutcomeDeadlineTooShort, 0, false) // the total timeout ended the wait
 }
 
-// send sends attempt s.n, recorded in at (zero, in attemptOnce's frame:
-// neither returned by value nor held in run's, so the unary path's stack
-// stays shallow and a fresh goroutine serving Execute need not grow it),
-// and assesses its result. It returns an error only when the destination
-// guard refused the address (the attempt is then concluded already).
-func (s *callState) send(at *attempt, adm store.Admission) error {
+// send sends attempt s.n, recorded in at (s.at), and assesses its
+// result. It returns an error only when the attempt was not sent and the
+// call is over (errNotSent, a credential that cannot sign the caller's
+// request) or the destination guard refused the address; the attempt is
+// then concluded already. Its frame is on the call's deepest path (see
+// run): it only calls the helpers before and after the send.
+//
+//go:noinline
+func (s *callState) send(at *attempt) error {
+	req, ended, err := s.attemptRequest(at)
+	if ended {
+		return err
+	}
+	var resp *http.Response
+	if err == nil {
+		resp, err = s.c.Client.Do(req)
+	}
+	return s.received(at, req, resp, err)
+}
+
+// attemptRequest starts attempt s.n (its context and span) and builds its
+// request: the call's headers, with the attempt's own (attempt number,
+// trace context, credential) written into a copy. err without ended is a
+// request that cannot be built (req nil; the attempt's transport
+// failure). ended reports that the attempt will not be sent and is
+// concluded already: err is then send's.
+//
+//go:noinline
+func (s *callState) attemptRequest(at *attempt) (req *http.Request, ended bool, err error) {
 	r, c, p := s.r, s.c, s.p
-	at.adm = adm
-	at.rec.Number, at.rec.Waited, at.rec.Probe = s.n, s.waited, adm.Probe
+	at.rec.Number, at.rec.Waited, at.rec.Probe = s.n, s.waited, at.adm.Probe
 	s.waited = 0
 	var actx context.Context
 	var cancel context.CancelFunc
@@ -460,49 +543,62 @@ func (s *callState) send(at *attempt, adm store.Admission) error {
 	} else {
 		actx, cancel = s.attemptContext()
 	}
-	actx, at.span = r.startAttemptSpan(actx, c, s.n, adm.Probe)
+	actx, at.span = r.startAttemptSpan(actx, c, s.n, at.adm.Probe)
 	at.cancel = cancel
 	// A repeat after a rejected credential is an attempt, not a retry:
 	// the rules count retries (max_retries) without it.
 	at.in = Input{Method: c.Method, Attempt: s.n - s.repeated, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.tellBy}
 
 	at.rec.Start = r.clock.Now()
-	req, err := newRequest(actx, c)
-	var resp *http.Response
-	if err == nil {
-		// Each attempt writes its own headers (attempt number, trace
-		// context, credential) into a copy; with nothing to write it sends
-		// the call's headers as they are (the transport only reads them).
-		req.Header = s.header
-		if p.Credential != nil || p.AttemptHeader != "" || trace.SpanContextFromContext(actx).IsValid() {
-			req.Header = s.header.Clone()
-			if p.AttemptHeader != "" {
-				req.Header.Set(p.AttemptHeader, strconv.Itoa(s.n))
-			}
-			r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
-		}
-		if p.Credential != nil {
-			// Last: a signature covers the final headers.
-			if at.stamp, err = p.Credential.Apply(actx, req, s.cred); err != nil {
-				if credential.IsComponentError(err) {
-					// The caller's request cannot be signed (a covered
-					// header it lacks): its error, not the credential's.
-					_ = s.complete(adm, store.Observation{}, store.ResultNone, false) // not sent: give it back
-					at.rec.Duration = r.clock.Now().Sub(at.rec.Start)
-					at.rec.Decision = Decision{Action: ActionDoNotRetry}
-					at.rec.Error = err.Error()
-					at.end()
-					return err
-				}
-				s.credentialFailed(at, err)
-				return errNotSent
-			}
-			if r.credObs != nil {
-				r.credObs.CredentialApplied(c.Tenant, p.Credential.Name())
-			}
-		}
-		resp, err = c.Client.Do(req)
+	req, err = newRequest(actx, c)
+	if err != nil {
+		return nil, false, err
 	}
+	// Each attempt writes its own headers (attempt number, trace context,
+	// credential) into a copy; with nothing to write it sends the call's
+	// headers as they are (the transport only reads them).
+	req.Header = s.header
+	if p.Credential != nil || p.AttemptHeader != "" || trace.SpanContextFromContext(actx).IsValid() {
+		req.Header = s.header.Clone()
+		if p.AttemptHeader != "" {
+			req.Header.Set(p.AttemptHeader, strconv.Itoa(s.n))
+		}
+		r.propagator.Inject(actx, propagation.HeaderCarrier(req.Header))
+	}
+	if p.Credential == nil {
+		return req, false, nil
+	}
+	// Last: a signature covers the final headers.
+	if at.stamp, err = p.Credential.Apply(actx, req, s.cred); err != nil {
+		if credential.IsComponentError(err) {
+			// The caller's request cannot be signed (a covered header it
+			// lacks): its error, not the credential's.
+			_ = s.complete(at.adm, store.Observation{}, store.ResultNone, false) // not sent: give it back
+			at.rec.Duration = r.clock.Now().Sub(at.rec.Start)
+			at.rec.Decision = Decision{Action: ActionDoNotRetry}
+			at.rec.Error = err.Error()
+			at.end()
+			return nil, true, err
+		}
+		s.credentialFailed(at, err)
+		return nil, true, errNotSent
+	}
+	if r.credObs != nil {
+		r.credObs.CredentialApplied(c.Tenant, p.Credential.Name())
+	}
+	return req, false, nil
+}
+
+// received records what the send of at (req, nil when it could not be
+// built) brought, resp or err, and assesses it. Error bodies, and the
+// bodies the provider's rules read on other statuses (Shopify throttles
+// inside a 200), are peeked for hints; the final body is what was peeked
+// plus the rest. It returns a *DestinationError when the guard refused the
+// address (the attempt is then concluded).
+//
+//go:noinline
+func (s *callState) received(at *attempt, req *http.Request, resp *http.Response, err error) error {
+	r, c := s.r, s.c
 	now := r.clock.Now()
 	at.rec.Duration = now.Sub(at.rec.Start)
 	at.in.Now = now
@@ -513,23 +609,20 @@ func (s *callState) send(at *attempt, adm store.Admission) error {
 		}
 		s.transportFailure(at, kind, err)
 		if kind == TransportDestinationRefused {
-			_ = s.complete(adm, store.Observation{}, store.ResultNone, false)
+			_ = s.complete(at.adm, store.Observation{}, store.ResultNone, false)
 			at.end()
 			return &DestinationError{Err: err}
 		}
 	} else {
 		at.resp = resp
 		at.rec.Status = resp.StatusCode
-		// Error bodies, and the bodies the provider's rules read on other
-		// statuses (Shopify throttles inside a 200), are peeked for hints;
-		// the final body is what was peeked plus the rest.
 		if resp.StatusCode >= 400 || providers.NeedsBody(c.Reader, resp.StatusCode) {
 			at.peek, at.peekErr = io.ReadAll(io.LimitReader(resp.Body, min(r.hintPeek, s.maxBody+1)))
 		}
 		at.in.Response = &providers.Response{Status: resp.StatusCode, Header: resp.Header, Body: at.peek, Now: now}
 		setSpanStatus(at.span, resp.StatusCode)
 	}
-	at.a = r.classifier.assess(p, &at.in, now)
+	at.a = r.classifier.assess(s.p, &at.in, now)
 	at.rec.Decision = at.a.Decision
 	return nil
 }

@@ -66,7 +66,11 @@ func (s *Service) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.
 	return resultToProto(res, provider), nil
 }
 
-// prepare validates an Execute request and builds its engine call.
+// prepare validates an Execute request and builds its engine call. It is
+// not inlined: its locals would join Execute's frame, which stays on the
+// stack for the whole call (engine.callState.run, TestExecuteStackDepth).
+//
+//go:noinline
 func (s *Service) prepare(ctx context.Context, req *rbv1.ExecuteRequest) (*engine.Call, string, error) {
 	if s.exec == nil {
 		return nil, "", status.Error(codes.Unimplemented, "Execute is not enabled on this broker")
