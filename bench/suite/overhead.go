@@ -142,7 +142,8 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 
 	// The broker, wired as cmd/broker wires it: memory store, guarded
 	// egress transport with its default pool sizes, metrics observer,
-	// no-op tracing (no OTLP export). The baselines' transport keeps as
+	// the default body budget, no-op tracing (no OTLP export) with the
+	// default propagators. The baselines' transport keeps as
 	// many idle connections as there are callers.
 	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
 	if err != nil {
@@ -153,7 +154,12 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	clients := egress.NewClients(egress.ClientConfig{}) // cmd/broker's defaults
 	defer clients.CloseIdleConnections()
 	tp := noop.NewTracerProvider()
-	runner := engine.NewRunner(st, engine.WithTracer(tp.Tracer("bench")), engine.WithPropagator(propagation.TraceContext{}), engine.WithObserver(metrics.New()))
+	runner := engine.NewRunner(st,
+		engine.WithTracer(tp.Tracer("bench")),
+		engine.WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+		engine.WithObserver(metrics.New()),
+		engine.WithBodyBudget(engine.DefaultBodyBudget),
+	)
 	exec := &server.Executor{Runner: runner, Clients: clients}
 
 	servers := map[string]*inproc{}

@@ -436,7 +436,7 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	clients := egress.NewClients(egress.ClientConfig{})
 	defer clients.CloseIdleConnections()
 	tp := noop.NewTracerProvider()
-	runner := engine.NewRunner(st, engine.WithTracer(tp.Tracer("bench")), engine.WithPropagator(propagation.TraceContext{}), engine.WithObserver(metrics.New()))
+	runner := engine.NewRunner(st, engine.WithTracer(tp.Tracer("bench")), engine.WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})), engine.WithObserver(metrics.New()))
 	variants := []struct {
 		name string
 		svc  rbv1.BrokerServiceServer

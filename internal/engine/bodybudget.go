@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sync/semaphore"
 
 	"github.com/retrybroker/retrybroker/internal/store"
 )
@@ -72,15 +72,17 @@ func (e *BudgetError) Error() string {
 // StreamChunkSize buffer and one hint peek, and their number is bounded by
 // stream.max_concurrent.
 type bodyBudget struct {
-	sem        *semaphore.Weighted
 	size       int64
+	room       budgetRoom
 	pending    atomic.Int64 // bytes held by bodies of ended calls, not yet collected
 	waiters    atomic.Int64 // calls waiting for room
 	reclaiming atomic.Bool  // the reclaimer runs
 }
 
 func newBodyBudget(size int64) *bodyBudget {
-	return &bodyBudget{sem: semaphore.NewWeighted(size), size: size}
+	b := &bodyBudget{size: size}
+	b.room.free.Store(size)
+	return b
 }
 
 // reserve waits for n bytes of room until the context ctx returns ends
@@ -90,7 +92,7 @@ func (b *bodyBudget) reserve(ctx func() context.Context, n int64, onWait func(in
 	if n > b.size {
 		return &BudgetError{Need: n, Size: b.size}
 	}
-	if b.sem.TryAcquire(n) {
+	if b.room.tryTake(n) {
 		return nil
 	}
 	if onWait != nil {
@@ -100,7 +102,7 @@ func (b *bodyBudget) reserve(ctx func() context.Context, n int64, onWait func(in
 	b.waiters.Add(1)
 	defer b.waiters.Add(-1)
 	b.reclaim()
-	return b.sem.Acquire(ctx(), n)
+	return b.room.take(ctx(), n)
 }
 
 // reclaim starts the reclaimer unless it runs: while calls wait for room
@@ -157,7 +159,7 @@ func (h *bodyHold) track(body []byte) bool {
 func (h *bodyHold) free(n int64) {
 	if n > 0 {
 		h.held -= n
-		h.b.sem.Release(n)
+		h.b.room.give(n)
 	}
 }
 
@@ -176,7 +178,7 @@ func (h *bodyHold) keep(bodies ...[]byte) {
 // collected gives back the room of a body the garbage collector freed.
 func (b *bodyBudget) collected(n int64) {
 	b.pending.Add(-n)
-	b.sem.Release(n)
+	b.room.give(n)
 }
 
 // reserveBodies reserves, before an attempt is sent, room for the largest
@@ -200,7 +202,8 @@ func (s *callState) reserveBodies(adm store.Admission) (end bool, err error) {
 	err = b.reserve(s.callCtx, need, func(d int) { s.r.observer.Waiting("budget", d) })
 	if err == nil {
 		if s.hold == nil {
-			s.hold = &bodyHold{b: b}
+			s.holdRoom = bodyHold{b: b}
+			s.hold = &s.holdRoom
 		}
 		s.hold.held += need
 		s.hold.sending = true
@@ -312,5 +315,100 @@ func readBody(r io.Reader, peek []byte, length, limit int64) (body []byte, trunc
 			}
 			return buf, false, rerr
 		}
+	}
+}
+
+// budgetRoom is the free room of a body budget, in bytes: a weighted
+// semaphore whose uncontended take and give are one atomic operation each
+// (every Execute call takes and gives room, so a mutex here is one lock
+// that every call in the process shares), with a first-in, first-out
+// queue for the calls that must wait: a waiting call is never passed by
+// one that comes later and asks for less (once it is queued; a call that
+// finds the queue empty may take room in the same instant).
+type budgetRoom struct {
+	free    atomic.Int64 // bytes not taken
+	waiting atomic.Int64 // len(queue)
+	mu      sync.Mutex   // guards queue
+	queue   []*roomWaiter
+}
+
+// roomWaiter is one call waiting for n bytes; ready is closed once they
+// are its.
+type roomWaiter struct {
+	n     int64
+	ready chan struct{}
+}
+
+// tryTake takes n bytes if they are free and no call waits.
+func (r *budgetRoom) tryTake(n int64) bool {
+	return r.waiting.Load() == 0 && r.grab(n)
+}
+
+// grab takes n bytes if they are free.
+func (r *budgetRoom) grab(n int64) bool {
+	for {
+		f := r.free.Load()
+		if f < n {
+			return false
+		}
+		if r.free.CompareAndSwap(f, f-n) {
+			return true
+		}
+	}
+}
+
+// take waits, first in first out, until n bytes are free and takes them,
+// or returns ctx's error (having taken nothing).
+func (r *budgetRoom) take(ctx context.Context, n int64) error {
+	r.mu.Lock()
+	// Counted before the room is looked at: a give that comes after the
+	// look sees the count and serves the queue (give), so no wake-up is
+	// lost between the two.
+	r.waiting.Add(1)
+	if len(r.queue) == 0 && r.grab(n) {
+		r.waiting.Add(-1)
+		r.mu.Unlock()
+		return nil
+	}
+	w := &roomWaiter{n: n, ready: make(chan struct{})}
+	r.queue = append(r.queue, w)
+	r.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	if i := slices.Index(r.queue, w); i >= 0 {
+		r.queue = slices.Delete(r.queue, i, i+1)
+		r.waiting.Add(-1)
+		r.serve() // the calls behind it may fit now
+		r.mu.Unlock()
+		return ctx.Err()
+	}
+	r.mu.Unlock()
+	// Served as the context ended: the room is its, and goes back.
+	r.give(n)
+	return ctx.Err()
+}
+
+// give frees n bytes and serves the calls waiting for them.
+func (r *budgetRoom) give(n int64) {
+	r.free.Add(n)
+	if r.waiting.Load() > 0 {
+		r.mu.Lock()
+		r.serve()
+		r.mu.Unlock()
+	}
+}
+
+// serve gives room to the waiting calls in order while it lasts; r.mu is
+// held.
+func (r *budgetRoom) serve() {
+	for len(r.queue) > 0 && r.grab(r.queue[0].n) {
+		close(r.queue[0].ready)
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		r.waiting.Add(-1)
 	}
 }

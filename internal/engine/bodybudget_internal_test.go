@@ -2,10 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // FuzzReadBody: readBody returns what io.ReadAll of the peek and the rest
@@ -76,5 +79,86 @@ func BenchmarkReadBody(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// budgetRoom serves waiting calls first in, first out: a later, smaller
+// call does not pass a queued one; a queued call whose context ends lets
+// the ones behind it in; room given back is never lost.
+func TestBudgetRoomOrderAndCancel(t *testing.T) {
+	var r budgetRoom
+	r.free.Store(10)
+	if !r.tryTake(8) {
+		t.Fatal("8 of 10 bytes were not taken")
+	}
+	bigCtx, cancelBig := context.WithCancel(context.Background())
+	defer cancelBig()
+	big, small := make(chan error, 1), make(chan error, 1)
+	go func() { big <- r.take(bigCtx, 6) }()
+	waitUntil(t, func() bool { return r.waiting.Load() == 1 })
+	go func() { small <- r.take(context.Background(), 2) }()
+	waitUntil(t, func() bool { return r.waiting.Load() == 2 })
+	if r.tryTake(1) {
+		t.Error("a call took room past two queued ones")
+	}
+	select {
+	case <-small:
+		t.Fatal("the smaller call passed the queued larger one")
+	default:
+	}
+	cancelBig() // the front leaves: the 2 bytes free fit the next
+	if err := <-big; !errors.Is(err, context.Canceled) {
+		t.Fatalf("big: %v", err)
+	}
+	if err := <-small; err != nil {
+		t.Fatalf("small: %v", err)
+	}
+	r.give(8)
+	r.give(2)
+	if got := r.free.Load(); got != 10 || r.waiting.Load() != 0 {
+		t.Fatalf("free %d waiting %d, want 10 and 0", got, r.waiting.Load())
+	}
+}
+
+// Under many concurrent takes and gives (some canceled), the room never
+// goes below zero or above its size, and all of it is free at the end.
+func TestBudgetRoomConcurrent(t *testing.T) {
+	const size = 100
+	var r budgetRoom
+	r.free.Store(size)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 300 {
+				n := int64(1 + (g*7+i)%40)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%3)*time.Millisecond)
+				var err error
+				if !r.tryTake(n) {
+					err = r.take(ctx, n)
+				}
+				cancel()
+				if f := r.free.Load(); f < 0 || f > size {
+					t.Errorf("free %d outside [0, %d]", f, size)
+				}
+				if err == nil {
+					r.give(n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := r.free.Load(); got != size || r.waiting.Load() != 0 || len(r.queue) != 0 {
+		t.Fatalf("free %d waiting %d queue %d, want %d, 0, 0", got, r.waiting.Load(), len(r.queue), size)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

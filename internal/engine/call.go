@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,11 +56,15 @@ type callState struct {
 	n      int           // the attempt being prepared or sent (1-based)
 	waited time.Duration // waited before attempt n
 	w      waiter        // where every wait of the call waits
-	at     attempt       // attempt n, from its admission until it is concluded
+	at     *attempt      // attempt n, from its admission until it is recorded (from attempts)
 	next   Decision      // the decision on the last concluded attempt, for the wait after it
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
-	hold   *bodyHold    // the call's room in the body budget, once reserved
+	hold   *bodyHold    // the call's room in the body budget, once reserved (&holdRoom)
+	// holdRoom and finalRoom are the room of hold and of the final response
+	// (readFinal), in the call's own allocation.
+	holdRoom  bodyHold
+	finalRoom FinalResponse
 
 	// cred is the per-call state of the policy's credential (nil without
 	// one); repeated is the number of attempts repeated because the
@@ -161,7 +166,10 @@ func (s *callState) end() {
 // has a context of its own, the attempt's carries the same ends itself
 // (the earlier of the two timeouts, and the drain deadline), which costs
 // one context instead of two.
-func (s *callState) attemptContext() (context.Context, context.CancelFunc) {
+//
+// The drain deadline reaches such an attempt through the runner's set of
+// attempts in flight (drainer.attempts), which at.end leaves.
+func (s *callState) attemptContext(at *attempt) (context.Context, context.CancelFunc) {
 	if s.ctx != nil {
 		return context.WithTimeout(s.ctx, s.p.AttemptTimeout)
 	}
@@ -170,8 +178,8 @@ func (s *callState) attemptContext() (context.Context, context.CancelFunc) {
 		d = s.totalBy
 	}
 	ctx, cancel := context.WithDeadline(s.vctx, d)
-	stop := context.AfterFunc(s.r.drain.hard, cancel)
-	return ctx, func() { stop(); cancel() }
+	s.r.drain.attempts.add(&at.drain, cancel)
+	return ctx, cancel
 }
 
 // Bounds of the answer reserve (answerReserve).
@@ -204,7 +212,18 @@ type attempt struct {
 	span    trace.Span
 	cancel  context.CancelFunc // cancels the attempt's context
 	stamp   credential.Stamp   // what the policy's credential put on it
+	drain   attemptLink        // its place among the attempts the drain deadline cancels
+	// response and reading are what in.Response and in.Reading point to
+	// once a response arrived.
+	response providers.Response
+	reading  providers.Reading
 }
+
+// attempts holds attempt states between attempts: one is taken when an
+// attempt is admitted and given back, zeroed, when it is recorded
+// (admitAttempt, recordAttempt), so that a call's attempts cost no
+// allocation and a waiting call holds none.
+var attempts = sync.Pool{New: func() any { return new(attempt) }}
 
 // run is the attempt loop: admit, send, decide, complete, wait.
 //
@@ -215,7 +234,7 @@ type attempt struct {
 // (issue 22). The deepest point of a call is inside the HTTP client,
 // below run, attemptOnce and send, so those three frames, and the frames
 // above them (Runner.Run, the gRPC handler), hold next to nothing: the
-// attempt's state is in the call's (s.at, on the heap), and the work
+// attempt's state is on the heap (s.at, from a pool), and the work
 // before and after the send is in helpers of their own (admitAttempt,
 // attemptRequest, received, conclude, waitNext), called one after another
 // rather than one inside another. The whole path then fits in the 8 KiB
@@ -252,7 +271,8 @@ func (s *callState) admitAttempt() (end bool, err error) {
 	if end, err := s.reserveBodies(adm); end { // bodybudget.go: room for the bodies before each send
 		return true, err
 	}
-	s.at = attempt{adm: adm}
+	s.at = attempts.Get().(*attempt)
+	s.at.adm = adm
 	return false, nil
 }
 
@@ -263,14 +283,14 @@ func (s *callState) admitAttempt() (end bool, err error) {
 //
 //go:noinline
 func (s *callState) attemptOnce() (done bool, err error) {
-	if err := s.send(&s.at); err != nil {
+	if err := s.send(s.at); err != nil {
 		s.recordAttempt()
 		if err == errNotSent {
 			return true, s.callerErr()
 		}
 		return true, err
 	}
-	done, err = s.conclude(&s.at)
+	done, err = s.conclude(s.at)
 	s.recordAttempt()
 	return done || err != nil, err
 }
@@ -286,7 +306,10 @@ func (s *callState) recordAttempt() {
 	s.res.Attempts = slices.Grow(s.res.Attempts, 1)[:n+1]
 	s.res.Attempts[n] = s.at.rec
 	s.next = s.at.rec.Decision
-	s.at = attempt{}
+	s.at.drain.remove() // at.end left it already on every path; never pool a linked one
+	*s.at = attempt{}
+	attempts.Put(s.at)
+	s.at = nil
 }
 
 // waitNext waits before attempt s.n+1 as the decision on attempt s.n
@@ -541,7 +564,7 @@ func (s *callState) attemptRequest(at *attempt) (req *http.Request, ended bool, 
 	if s.stream != nil {
 		actx, cancel = s.stream.attemptContext(s) // its timeouts stop at the head
 	} else {
-		actx, cancel = s.attemptContext()
+		actx, cancel = s.attemptContext(at)
 	}
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, at.adm.Probe)
 	at.cancel = cancel
@@ -619,10 +642,11 @@ func (s *callState) received(at *attempt, req *http.Request, resp *http.Response
 		if resp.StatusCode >= 400 || providers.NeedsBody(c.Reader, resp.StatusCode) {
 			at.peek, at.peekErr = io.ReadAll(io.LimitReader(resp.Body, min(r.hintPeek, s.maxBody+1)))
 		}
-		at.in.Response = &providers.Response{Status: resp.StatusCode, Header: resp.Header, Body: at.peek, Now: now}
+		at.response = providers.Response{Status: resp.StatusCode, Header: resp.Header, Body: at.peek, Now: now}
+		at.in.Response = &at.response
 		setSpanStatus(at.span, resp.StatusCode)
 	}
-	at.a = r.classifier.assess(s.p, &at.in, now)
+	at.a = r.classifier.assess(s.p, &at.in, now, &at.reading)
 	at.rec.Decision = at.a.Decision
 	return nil
 }
@@ -717,9 +741,11 @@ func newRequest(ctx context.Context, c *Call) (*http.Request, error) {
 
 func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
 
-// end ends the attempt's span and cancels its context.
+// end ends the attempt's span, cancels its context and leaves the
+// attempts the drain deadline cancels.
 func (at *attempt) end() {
 	at.span.End()
+	at.drain.remove()
 	at.cancel()
 }
 
@@ -820,7 +846,8 @@ func (s *callState) final(at *attempt) *FinalResponse {
 // incomplete.
 func (s *callState) readFinal(at *attempt) *FinalResponse {
 	resp := at.resp
-	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
+	f := &s.finalRoom // a call has one final response; a broken one retried is dropped
+	*f = FinalResponse{Status: resp.StatusCode, Header: resp.Header}
 	body, err := at.peek, at.peekErr
 	if err == nil {
 		length := resp.ContentLength
@@ -841,7 +868,7 @@ func (s *callState) readFinal(at *attempt) *FinalResponse {
 		f.Incomplete = true
 		s.transportFailure(at, TransportBodyIncomplete, bodyError{err})
 		at.rec.Status = resp.StatusCode // the status did arrive
-		at.a = s.r.classifier.assess(s.p, &at.in, s.r.clock.Now())
+		at.a = s.r.classifier.assess(s.p, &at.in, s.r.clock.Now(), &at.reading)
 	}
 	return f
 }

@@ -41,8 +41,10 @@ type assessment struct {
 // against: the caller's for ClassifyResponse. now is the broker's clock:
 // gate times are always now plus the hint's delay, so a caller's clock can
 // shape its own decision but never shared state.
-func (c *Classifier) assess(p *Policy, in *Input, now time.Time) assessment {
-	var reading providers.Reading
+//
+// The reading is made into reading when it is not nil (an attempt's own
+// room), else into a new one.
+func (c *Classifier) assess(p *Policy, in *Input, now time.Time, reading *providers.Reading) assessment {
 	if in.Response != nil {
 		// Catalog rules see the request's method and the attempt number
 		// (GitHub's secondary limits wait longer on repeats).
@@ -53,8 +55,11 @@ func (c *Classifier) assess(p *Policy, in *Input, now time.Time) assessment {
 		if reader == nil {
 			reader = p.Reader()
 		}
-		reading = reader.Read(in.Response)
-		in.Reading = &reading
+		if reading == nil {
+			reading = new(providers.Reading)
+		}
+		*reading = reader.Read(in.Response)
+		in.Reading = reading
 	}
 	var a assessment
 	p.decide(in, c.rand, &a.Decision)
@@ -224,7 +229,7 @@ func (c *Classifier) Classify(ctx context.Context, cl *Classification) (Decision
 		in.Response.Now = in.Now
 	}
 	p := cl.Policy
-	a := c.assess(p, &in, now)
+	a := c.assess(p, &in, now, nil)
 	if cl.Destination == nil || c.store == nil {
 		return a.Decision, nil
 	}

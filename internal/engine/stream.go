@@ -251,7 +251,7 @@ func (st *streamState) head(s *callState, at *attempt) *FinalResponse {
 		f.Incomplete = true
 		s.transportFailure(at, TransportBodyIncomplete, bodyError{err})
 		at.rec.Status = resp.StatusCode // the status did arrive
-		at.a = s.r.classifier.assess(s.p, &at.in, s.r.clock.Now())
+		at.a = s.r.classifier.assess(s.p, &at.in, s.r.clock.Now(), &at.reading)
 	}
 	return f
 }

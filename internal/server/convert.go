@@ -31,20 +31,29 @@ func transportName(k engine.TransportError) string {
 	return "TRANSPORT_ERROR_" + strings.ToUpper(k.String())
 }
 
-// enumMap maps engine values to proto numbers and back, both by name.
-type enumMap[E comparable] struct {
-	toProto   map[E]int32
+// enumMap maps engine values to proto numbers and back, both by name. An
+// engine value is a small non-negative int8, so the way to proto is a
+// slice indexed by it (a map lookup hashed on every attempt of every
+// call, three times).
+type enumMap[E ~int8] struct {
+	toProto   []int32 // by engine value; 0 (UNSPECIFIED) for a value out of range
 	fromProto map[int32]E
 	missing   []string // engine names without a proto value
 }
 
-func enumTable[E comparable](values []E, name func(E) string, protoValues map[string]int32) enumMap[E] {
-	m := enumMap[E]{toProto: make(map[E]int32, len(values)), fromProto: make(map[int32]E, len(values))}
+func enumTable[E ~int8](values []E, name func(E) string, protoValues map[string]int32) enumMap[E] {
+	m := enumMap[E]{fromProto: make(map[int32]E, len(values))}
 	for _, v := range values {
 		n, ok := protoValues[name(v)]
 		if !ok {
 			m.missing = append(m.missing, name(v))
 			continue
+		}
+		if v < 0 {
+			panic("enumTable: negative engine value " + name(v)) // engine enums start at 0
+		}
+		if int(v) >= len(m.toProto) {
+			m.toProto = append(m.toProto, make([]int32, int(v)+1-len(m.toProto))...)
 		}
 		m.toProto[v] = n
 		m.fromProto[n] = v
@@ -52,7 +61,12 @@ func enumTable[E comparable](values []E, name func(E) string, protoValues map[st
 	return m
 }
 
-func (m enumMap[E]) proto(v E) int32 { return m.toProto[v] }
+func (m enumMap[E]) proto(v E) int32 {
+	if v < 0 || int(v) >= len(m.toProto) {
+		return 0
+	}
+	return m.toProto[v]
+}
 
 func (m enumMap[E]) engine(n int32) (E, bool) {
 	v, ok := m.fromProto[n]
@@ -72,6 +86,12 @@ func toHTTPHeader(hs []*rbv1.HttpHeader) http.Header {
 // in the order received, duplicates kept. (net/http does not keep the order
 // across different names.) The messages share one allocation.
 func fromHTTPHeader(h http.Header) []*rbv1.HttpHeader {
+	return headersInto(h, nil, nil)
+}
+
+// headersInto is fromHTTPHeader into block and out when they have room
+// (allocating one slice of messages and one of pointers when not).
+func headersInto(h http.Header, block []rbv1.HttpHeader, out []*rbv1.HttpHeader) []*rbv1.HttpHeader {
 	if len(h) == 0 {
 		return nil
 	}
@@ -83,8 +103,13 @@ func fromHTTPHeader(h http.Header) []*rbv1.HttpHeader {
 		n += len(vs)
 	}
 	slices.Sort(keys)
-	block := make([]rbv1.HttpHeader, n)
-	out := make([]*rbv1.HttpHeader, 0, n)
+	if len(block) < n {
+		block = make([]rbv1.HttpHeader, n)
+	}
+	if cap(out) < n {
+		out = make([]*rbv1.HttpHeader, 0, n)
+	}
+	out = out[:0]
 	for _, k := range keys {
 		for _, v := range h[k] {
 			m := &block[len(out)]

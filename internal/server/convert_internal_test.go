@@ -1,9 +1,13 @@
 package server
 
 import (
+	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -18,10 +22,10 @@ func TestEnumTablesComplete(t *testing.T) {
 		converted int
 		proto     int
 	}{
-		"reason":    {reasons.missing, len(reasons.toProto), len(rbv1.Reason_name)},
-		"action":    {actions.missing, len(actions.toProto), len(rbv1.Action_name)},
-		"outcome":   {outcomes.missing, len(outcomes.toProto), len(rbv1.Outcome_name)},
-		"transport": {transports.missing, len(transports.toProto), len(rbv1.TransportError_name)},
+		"reason":    {reasons.missing, len(reasons.fromProto), len(rbv1.Reason_name)},
+		"action":    {actions.missing, len(actions.fromProto), len(rbv1.Action_name)},
+		"outcome":   {outcomes.missing, len(outcomes.fromProto), len(rbv1.Outcome_name)},
+		"transport": {transports.missing, len(transports.fromProto), len(rbv1.TransportError_name)},
 	} {
 		if len(tc.missing) > 0 {
 			t.Errorf("%s: engine values without a proto value: %v", name, tc.missing)
@@ -53,5 +57,40 @@ func TestFullStreamChunkFitsThePoolTier(t *testing.T) {
 	m := &rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_Chunk{Chunk: make([]byte, engine.StreamChunkSize)}}
 	if n := proto.Size(m); n > 32<<10 {
 		t.Fatalf("a full chunk encodes to %d bytes, above the 32 KiB pool tier", n)
+	}
+}
+
+// resultToProto's one-allocation block gives the same message as the
+// slices of their own, below, at and above its room (one attempt, six
+// header lines).
+func TestResultToProtoBlock(t *testing.T) {
+	at := func(n int) engine.AttemptRecord {
+		return engine.AttemptRecord{
+			Number: n, Start: time.Unix(1700000000, int64(n)), Duration: time.Duration(n) * time.Millisecond, Status: 503,
+			Decision: engine.Decision{Action: engine.ActionRetry, Reason: engine.ReasonServerHint, Delay: time.Second, HasHint: true, Hint: time.Second, HintSource: "retry-after"},
+		}
+	}
+	for _, tc := range []struct{ attempts, headers int }{{0, 0}, {1, 0}, {1, 6}, {2, 6}, {1, 7}, {3, 9}} {
+		h := http.Header{}
+		for i := range tc.headers {
+			h.Add("X-H"+strconv.Itoa(i%4), strconv.Itoa(i)) // repeated names too
+		}
+		res := &engine.Result{Outcome: engine.OutcomeAttemptsExhausted, HasRetryAfter: true, RetryAfter: time.Second,
+			Response: &engine.FinalResponse{Status: 503, Header: h, Body: []byte("x")}}
+		for i := range tc.attempts {
+			res.Attempts = append(res.Attempts, at(i+1))
+		}
+		got := resultToProto(res, "github")
+		want := &rbv1.ExecuteResponse{
+			Outcome: rbv1.Outcome_OUTCOME_ATTEMPTS_EXHAUSTED, Provider: "github", RetryAfter: durationpb.New(time.Second),
+			Response: &rbv1.HttpResponse{StatusCode: 503, Headers: fromHTTPHeader(h), Body: []byte("x")},
+			Attempts: attemptsToProto(res.Attempts, "github"),
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("%d attempts, %d headers:\n got %v\nwant %v", tc.attempts, tc.headers, got, want)
+		}
+		if len(got.GetAttempts()) != tc.attempts || len(got.GetResponse().GetHeaders()) != tc.headers {
+			t.Errorf("%d attempts, %d headers: got %d and %d", tc.attempts, tc.headers, len(got.GetAttempts()), len(got.GetResponse().GetHeaders()))
+		}
 	}
 }

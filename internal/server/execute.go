@@ -256,8 +256,19 @@ type attemptBlock struct {
 }
 
 func attemptsToProto(attempts []engine.AttemptRecord, provider string) []*rbv1.Attempt {
-	blocks := make([]attemptBlock, len(attempts))
-	out := make([]*rbv1.Attempt, len(attempts))
+	return attemptsInto(attempts, provider, nil, nil)
+}
+
+// attemptsInto converts attempts into blocks and out when they have room
+// (allocating one slice of blocks and one of pointers when not).
+func attemptsInto(attempts []engine.AttemptRecord, provider string, blocks []attemptBlock, out []*rbv1.Attempt) []*rbv1.Attempt {
+	if len(blocks) < len(attempts) {
+		blocks = make([]attemptBlock, len(attempts))
+	}
+	if cap(out) < len(attempts) {
+		out = make([]*rbv1.Attempt, len(attempts))
+	}
+	out = out[:len(attempts)]
 	for i, a := range attempts {
 		b := &blocks[i]
 		b.start.Seconds, b.start.Nanos = a.Start.Unix(), int32(a.Start.Nanosecond())
@@ -272,11 +283,17 @@ func attemptsToProto(attempts []engine.AttemptRecord, provider string) []*rbv1.A
 	return out
 }
 
-// resultBlock holds an ExecuteResponse and its HttpResponse and retry_after.
+// resultBlock holds an ExecuteResponse and what it points to in the common
+// case (one attempt, a few response headers), so that one allocation makes
+// them all; more attempts or headers take slices of their own.
 type resultBlock struct {
 	r          rbv1.ExecuteResponse
 	resp       rbv1.HttpResponse
 	retryAfter durationpb.Duration
+	attempt    [1]attemptBlock
+	attemptPtr [1]*rbv1.Attempt
+	header     [6]rbv1.HttpHeader
+	headerPtr  [6]*rbv1.HttpHeader
 }
 
 func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
@@ -284,7 +301,7 @@ func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
 	out := &b.r
 	out.Outcome, out.Provider = rbv1.Outcome(outcomes.proto(res.Outcome)), provider
 	if r := res.Response; r != nil {
-		b.resp.StatusCode, b.resp.Headers = int32(r.Status), fromHTTPHeader(r.Header)
+		b.resp.StatusCode, b.resp.Headers = int32(r.Status), headersInto(r.Header, b.header[:], b.headerPtr[:0])
 		b.resp.Body, b.resp.BodyTruncated, b.resp.BodyIncomplete = r.Body, r.Truncated, r.Incomplete
 		out.Response = &b.resp
 	}
@@ -292,7 +309,7 @@ func resultToProto(res *engine.Result, provider string) *rbv1.ExecuteResponse {
 		setDuration(&b.retryAfter, res.RetryAfter)
 		out.RetryAfter = &b.retryAfter
 	}
-	out.Attempts = attemptsToProto(res.Attempts, provider)
+	out.Attempts = attemptsInto(res.Attempts, provider, b.attempt[:], b.attemptPtr[:0])
 	return out
 }
 
