@@ -75,8 +75,10 @@ func TestResultToProtoBlock(t *testing.T) {
 		for i := range tc.headers {
 			h.Add("X-H"+strconv.Itoa(i%4), strconv.Itoa(i)) // repeated names too
 		}
-		res := &engine.Result{Outcome: engine.OutcomeAttemptsExhausted, HasRetryAfter: true, RetryAfter: time.Second,
-			Response: &engine.FinalResponse{Status: 503, Header: h, Body: []byte("x")}}
+		res := &engine.Result{
+			Outcome: engine.OutcomeAttemptsExhausted, HasRetryAfter: true, RetryAfter: time.Second,
+			Response: &engine.FinalResponse{Status: 503, Header: h, Body: []byte("x")},
+		}
 		for i := range tc.attempts {
 			res.Attempts = append(res.Attempts, at(i+1))
 		}
