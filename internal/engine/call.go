@@ -889,6 +889,10 @@ func (e bodyError) Unwrap() error { return e.err }
 //
 // An attempt the store did not register, that is no probe, and that has
 // nothing to record and no retry to pay for needs no round trip at all.
+// It is not inlined: its request to the store would join the frame of
+// conclude, which a stream's body runs under (see run on the stack).
+//
+//go:noinline
 func (s *callState) complete(adm store.Admission, obs store.Observation, result store.Result, spend bool) bool {
 	p := s.p
 	if s.r.store == nil {

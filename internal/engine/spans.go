@@ -104,9 +104,18 @@ func endSpanError(span trace.Span, kind TransportError) {
 
 // RecordDecision puts a decision on span under the project namespace.
 func RecordDecision(span trace.Span, d Decision) {
-	if !span.IsRecording() {
-		return
+	if span.IsRecording() {
+		recordDecision(span, &d)
 	}
+}
+
+// recordDecision is RecordDecision on a span that records. It is not
+// inlined: its attributes would take room in the frames of the attempt's
+// path (see callState.run on the stack), where a span that records nothing
+// needs none.
+//
+//go:noinline
+func recordDecision(span trace.Span, d *Decision) {
 	span.SetAttributes(AttrAction.String(d.Action.String()), AttrReason.String(d.Reason.String()))
 	if d.Action == ActionRetry {
 		span.SetAttributes(AttrDelayMS.Int64(d.Delay.Milliseconds()), AttrHintSource.String(d.HintSource))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,13 +264,9 @@ func (st *streamState) body(s *callState, at *attempt, f *FinalResponse) {
 	defer resp.Body.Close()
 	defer func() { st.finish(s, at, f) }()
 
-	attempts := append(slices.Clone(s.res.Attempts), at.rec)
-	if err := st.sink.Head(StreamHead{Status: resp.StatusCode, Header: resp.Header, Attempts: attempts}); err != nil {
-		st.end = BodyEndCanceled
-		st.errMsg = "the caller stopped receiving before the head"
+	if !st.sendHead(s, at) {
 		return
 	}
-	st.headSent = true
 	s.r.observer.StreamOpen(1)
 	defer s.r.observer.StreamOpen(-1)
 	if lim := st.limits.MaxDuration; lim > 0 {
@@ -307,6 +302,27 @@ func (st *streamState) body(s *callState, at *attempt, f *FinalResponse) {
 		}
 		idle.Reset(st.limits.IdleTimeout)
 	}
+}
+
+// sendHead gives the head to the sink: the status, the headers and the
+// attempts so far, this one last. It reports whether the body goes on. It
+// is not inlined: the head's encoding is the deepest point of a stream,
+// and body's frame, which holds the stream's timers, is above it (see
+// callState.run on the stack budget).
+//
+//go:noinline
+func (st *streamState) sendHead(s *callState, at *attempt) bool {
+	n := len(s.res.Attempts)
+	attempts := make([]AttemptRecord, n+1)
+	copy(attempts, s.res.Attempts)
+	attempts[n] = at.rec
+	if err := st.sink.Head(StreamHead{Status: at.resp.StatusCode, Header: at.resp.Header, Attempts: attempts}); err != nil {
+		st.end = BodyEndCanceled
+		st.errMsg = "the caller stopped receiving before the head"
+		return false
+	}
+	st.headSent = true
+	return true
 }
 
 // send gives p to the sink within the byte cap and reports whether the
