@@ -197,7 +197,8 @@ process built exactly as the broker builds its gRPC server
 discarding logger and no-op tracing for every variant. ClassifyResponse (a 429
 with Retry-After: 5) is compared with an empty unary handler; Execute (a 200 on
 the first attempt from a local upstream, through the memory store, the
-destination guard and the metrics observer, as in `+"`cmd/broker`"+`) with a minimal
+destination guard, the metrics observer, the default body budget and the
+default trace propagators, as in `+"`cmd/broker`"+`) with a minimal
 gRPC-to-HTTP forwarder (no retries, no guard, no store) and with direct HTTP to
 the same upstream. The variants of a group run in alternating short rounds
 (A B, then B A, ...: %d rounds of %v each, after a warm-up), so that noise
