@@ -83,11 +83,22 @@ func TestExecuteStackDepth(t *testing.T) {
 	_ = cmd.Wait() // exits 2 on SIGQUIT
 	fwd := stackDepth(t, dump.String(), "baseline.Forwarder.Execute(")
 	brk := stackDepth(t, dump.String(), "server.(*Service).Execute(")
-	t.Logf("stack of the serving goroutine, parked for the upstream's response: forwarder %d B, broker %d B (budget %d B)", fwd, brk, executeStackBudget)
-	if brk > executeStackBudget {
+	t.Logf("stack of the serving goroutine, parked for the upstream's response: forwarder %d B, broker %d B (budget %d B; race detector %v)", fwd, brk, executeStackBudget, raceDetector)
+	// The broker's own frames above the HTTP client: at most 1 KiB more
+	// than the forwarder's (2,704 B more when the broker needed 16 KiB).
+	if brk > fwd+executeStackOverForwarder {
+		t.Errorf("a broker Execute used %d B of stack, %d B more than the forwarder's %d B (at most %d B more)", brk, brk-fwd, fwd, executeStackOverForwarder)
+	}
+	// The race detector's instrumentation makes every frame larger, the
+	// forwarder's too: the absolute budget holds for the broker as built.
+	if !raceDetector && brk > executeStackBudget {
 		t.Errorf("a broker Execute used %d B of stack, over the %d B that fit an 8 KiB stack (the forwarder: %d B)", brk, executeStackBudget, fwd)
 	}
 }
+
+// executeStackOverForwarder is how much deeper than the forwarder's the
+// broker's Execute path may be.
+const executeStackOverForwarder = 1 << 10
 
 // parkExecuteCalls is the child of TestExecuteStackDepth: it sends one
 // Execute to the broker (wired as cmd/broker wires it) and one to the
