@@ -57,7 +57,6 @@ type callState struct {
 	waited time.Duration // waited before attempt n
 	w      waiter        // where every wait of the call waits
 	at     *attempt      // attempt n, from its admission until it is recorded (from attempts)
-	next   Decision      // the decision on the last concluded attempt, for the wait after it
 
 	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
 	hold   *bodyHold    // the call's room in the body budget, once reserved (&holdRoom)
@@ -277,7 +276,7 @@ func (s *callState) admitAttempt() (end bool, err error) {
 }
 
 // attemptOnce sends attempt s.n (in s.at) and concludes it: it records the
-// attempt, keeps what the wait before the next one needs (s.next), and
+// attempt (the wait before the next one reads its decision there), and
 // drops the rest (the response, the peeked bytes, the span) before any
 // wait. done reports that the call is over (err as run returns it).
 //
@@ -295,33 +294,32 @@ func (s *callState) attemptOnce() (done bool, err error) {
 	return done || err != nil, err
 }
 
-// recordAttempt appends the record of s.at to the result, keeps its
-// decision for the wait after it (s.next) and ends s.at. The record is
-// copied in place, without the temporary an append of it makes in the
-// caller's frame (see run).
+// recordAttempt appends the record of s.at to the result and ends s.at.
+// The record is copied in place, without the temporary an append of it
+// makes in the caller's frame (see run).
 //
 //go:noinline
 func (s *callState) recordAttempt() {
 	n := len(s.res.Attempts)
 	s.res.Attempts = slices.Grow(s.res.Attempts, 1)[:n+1]
 	s.res.Attempts[n] = s.at.rec
-	s.next = s.at.rec.Decision
 	s.at.drain.remove() // at.end left it already on every path; never pool a linked one
 	*s.at = attempt{}
 	attempts.Put(s.at)
 	s.at = nil
 }
 
-// waitNext waits before attempt s.n+1 as the decision on attempt s.n
-// (s.next) says, without holding room for a response. end reports that
-// the call is over (err as run returns it).
+// waitNext waits before attempt s.n+1 as the decision on attempt s.n (the
+// last recorded) says, without holding room for a response. end reports
+// that the call is over (err as run returns it).
 //
 //go:noinline
 func (s *callState) waitNext() (end bool, err error) {
 	s.freeResponseRoom() // bodybudget.go: no response room held while waiting
-	d := s.next.Delay
+	last := &s.res.Attempts[len(s.res.Attempts)-1].Decision
+	d := last.Delay
 	cause := causeBackoff
-	if s.next.Reason == ReasonServerHint {
+	if last.Reason == ReasonServerHint {
 		cause = causeHint
 	}
 	if end, err := s.sleep(cause, d); end {
