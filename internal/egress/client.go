@@ -24,7 +24,6 @@ import (
 // fields.
 const (
 	DefaultTLSHandshakeTimeout   = 10 * time.Second
-	DefaultResponseHeaderTimeout = 30 * time.Second
 	DefaultIdleConnTimeout       = 90 * time.Second
 	// DefaultMaxIdleConnsPerHost is sized for a broker: many concurrent
 	// calls to few provider hosts. A smaller pool makes every call beyond
@@ -85,7 +84,12 @@ type ClientConfig struct {
 	// DefaultTLSHandshakeTimeout.
 	TLSHandshakeTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for response headers after the
-	// request is written. Zero means DefaultResponseHeaderTimeout.
+	// request is written. Zero (the broker's setting) means no bound of the
+	// transport's own: every request the broker sends carries a deadline
+	// (an attempt's attempt_timeout, a token request's timeout), and a
+	// fixed bound here would cut an attempt that its policy allows (an
+	// upstream that takes 40 s to its head under attempt_timeout 60s), and
+	// costs a timer and a channel per request besides.
 	ResponseHeaderTimeout time.Duration
 	// IdleConnTimeout closes pooled connections idle this long. Zero means
 	// DefaultIdleConnTimeout.
@@ -154,9 +158,6 @@ func NewTransport(cfg ClientConfig) *Transport {
 	}
 	if cfg.TLSHandshakeTimeout <= 0 {
 		cfg.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
-	}
-	if cfg.ResponseHeaderTimeout <= 0 {
-		cfg.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
 	}
 	if cfg.IdleConnTimeout <= 0 {
 		cfg.IdleConnTimeout = DefaultIdleConnTimeout

@@ -365,3 +365,38 @@ func TestExecuteAllowHosts(t *testing.T) {
 		t.Fatalf("upstream saw %d calls, want 1", up.n.Load())
 	}
 }
+
+// TestExecuteWaitsForASlowHeadAsLongAsTheAttemptAllows: the attempt's
+// attempt_timeout alone bounds the wait for the upstream's head. The
+// transport used to add a fixed 30 s bound of its own, which cut a model
+// that takes 31 s to answer under attempt_timeout 45s (the attempt failed
+// with a transport timeout the policy never asked for).
+func TestExecuteWaitsForASlowHeadAsLongAsTheAttemptAllows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 31 s")
+	}
+	t.Parallel()
+	const head = 31 * time.Second
+	f := startExecBroker(t, func(p *tenant.Policy) {
+		p.AttemptTimeout, p.TotalTimeout, p.MaxRetries = 45*time.Second, 50*time.Second, 0
+	})
+	up := newScripted(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(head):
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "slow but whole")
+	})
+	begin := time.Now()
+	resp, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Url: up.URL + "/slow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS || string(resp.GetResponse().GetBody()) != "slow but whole" || len(resp.GetAttempts()) != 1 {
+		t.Fatalf("after %v: outcome %s, %d attempts, last %+v; want the one attempt's 200", time.Since(begin), resp.GetOutcome(), len(resp.GetAttempts()), resp.GetAttempts())
+	}
+	if took := time.Since(begin); took < head {
+		t.Fatalf("answered after %v, before the upstream's head (%v)", took, head)
+	}
+}
