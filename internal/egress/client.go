@@ -23,8 +23,8 @@ import (
 // Defaults applied by NewTransport and NewClient to zero ClientConfig
 // fields.
 const (
-	DefaultTLSHandshakeTimeout   = 10 * time.Second
-	DefaultIdleConnTimeout       = 90 * time.Second
+	DefaultTLSHandshakeTimeout = 10 * time.Second
+	DefaultIdleConnTimeout     = 90 * time.Second
 	// DefaultMaxIdleConnsPerHost is sized for a broker: many concurrent
 	// calls to few provider hosts. A smaller pool makes every call beyond
 	// it open (and then close) a new upstream connection.
