@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -66,7 +67,7 @@ func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStre
 	if res.BodyEnd == engine.BodyEndCanceled && ctx.Err() != nil {
 		return contextStatus(ctx.Err()) // nobody is listening for end
 	}
-	if err := stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_End{End: streamEndToProto(res, provider)}}); err != nil {
+	if err := stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_End{End: streamEndToProto(res, sink)}}); err != nil {
 		return err
 	}
 	return nil
@@ -80,13 +81,29 @@ type grpcSink struct {
 	msg      *rbv1.ExecuteStreamResponse
 	chunk    rbv1.ExecuteStreamResponse_Chunk
 	yielded  bool // after the first chunk
+	// The head's attempts, as the engine gave them and as sent: the end
+	// repeats them (the head's attempt is the last one), and reuses the
+	// messages when the records did not change since.
+	headRecs     []engine.AttemptRecord
+	headAttempts []*rbv1.Attempt
 }
 
 func (g *grpcSink) Head(h engine.StreamHead) error {
+	g.headRecs, g.headAttempts = h.Attempts, attemptsToProto(h.Attempts, g.provider)
 	return g.stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_Head{Head: &rbv1.StreamHead{
 		StatusCode: int32(h.Status), Headers: fromHTTPHeader(h.Header),
-		Attempts: attemptsToProto(h.Attempts, g.provider), Provider: g.provider,
+		Attempts: g.headAttempts, Provider: g.provider,
 	}}})
+}
+
+// attempts returns recs as messages: the head's when recs are the records
+// the head was sent with (Send encoded those messages before it returned,
+// so the end may send them again), new ones otherwise.
+func (g *grpcSink) attempts(recs []engine.AttemptRecord) []*rbv1.Attempt {
+	if g.headAttempts != nil && slices.Equal(recs, g.headRecs) {
+		return g.headAttempts
+	}
+	return attemptsToProto(recs, g.provider)
 }
 
 func (g *grpcSink) Chunk(p []byte) error {
@@ -107,10 +124,11 @@ func (g *grpcSink) Chunk(p []byte) error {
 	return err
 }
 
-// streamEndToProto builds the end message of a stream.
-func streamEndToProto(res *engine.StreamResult, provider string) *rbv1.StreamEnd {
+// streamEndToProto builds the end message of the stream sink sent.
+func streamEndToProto(res *engine.StreamResult, sink *grpcSink) *rbv1.StreamEnd {
+	provider := sink.provider
 	end := &rbv1.StreamEnd{
-		Attempts: attemptsToProto(res.Attempts, provider), Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)),
+		Attempts: sink.attempts(res.Attempts), Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)),
 		BodyComplete: res.BodyEnd == engine.BodyEndComplete, BodyEnd: rbv1.BodyEnd(bodyEnds.proto(res.BodyEnd)),
 		ErrorMessage: res.Error, BodyBytes: uint64(max(res.BodyBytes, 0)), Provider: provider,
 	}

@@ -2,7 +2,9 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -86,5 +88,40 @@ func TestStreamSlotsTenantLimit(t *testing.T) {
 	}
 	if n := s.open[streamKey{tenant: "t1", whole: true}]; n != 0 {
 		t.Fatalf("%d open for t1 after every release, want 0", n)
+	}
+}
+
+// TestStreamEndReusesTheHeadsAttempts: the end repeats the head's attempt
+// messages when the records are the ones the head was sent with, and
+// converts them anew when any changed after the head (the end then says
+// what the records say).
+func TestStreamEndReusesTheHeadsAttempts(t *testing.T) {
+	recs := []engine.AttemptRecord{
+		{Number: 1, Status: 503, Decision: engine.Decision{Action: engine.ActionRetry, Reason: engine.ReasonServerHint, Delay: time.Second, HintSource: "retry-after"}},
+		{Number: 2, Status: 200, Duration: 3 * time.Millisecond, Decision: engine.Decision{Action: engine.ActionDoNotRetry, Reason: engine.ReasonSuccess}},
+	}
+	g := &grpcSink{provider: "github"}
+	g.headRecs, g.headAttempts = slices.Clone(recs), attemptsToProto(recs, g.provider)
+
+	same := g.attempts(slices.Clone(recs))
+	if &same[0] != &g.headAttempts[0] {
+		t.Fatal("unchanged records were converted again")
+	}
+
+	changed := slices.Clone(recs)
+	changed[1].Duration = 9 * time.Millisecond
+	changed[1].Decision.Rule = "github/secondary"
+	got := g.attempts(changed)
+	if &got[0] == &g.headAttempts[0] {
+		t.Fatal("changed records reused the head's messages")
+	}
+	if d := got[1].GetDuration().AsDuration(); d != 9*time.Millisecond || got[1].GetDecision().GetRule() != "github/secondary" {
+		t.Fatalf("end attempt 2: duration %v rule %q, want the changed record's", d, got[1].GetDecision().GetRule())
+	}
+	if g.headAttempts[1].GetDuration().AsDuration() != 3*time.Millisecond {
+		t.Fatal("the head's message changed")
+	}
+	if more := g.attempts(append(slices.Clone(recs), engine.AttemptRecord{Number: 3})); len(more) != 3 || more[2].GetNumber() != 3 {
+		t.Fatalf("a record added after the head: %d attempts", len(more))
 	}
 }
