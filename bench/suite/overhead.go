@@ -102,6 +102,20 @@ func (p *inproc) close() {
 	p.gs.Stop()
 }
 
+// inprocRunner is the engine of the suite's in-process broker, wired as
+// cmd/broker wires it: the memory store st, the metrics observer, the
+// default body budget, and no-op tracing (no OTLP export) with the default
+// trace propagators. The overhead and stream scenarios both use it, so
+// their broker pays what cmd/broker's does.
+func inprocRunner(st *memstore.Store) *engine.Runner {
+	return engine.NewRunner(st,
+		engine.WithTracer(noop.NewTracerProvider().Tracer("bench")),
+		engine.WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+		engine.WithObserver(metrics.New()),
+		engine.WithBodyBudget(engine.DefaultBodyBudget),
+	)
+}
+
 // variant is one measured way of making a call.
 type variant struct {
 	group, name string
@@ -140,11 +154,9 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	defer plainTr.CloseIdleConnections()
 	plain := &http.Client{Transport: plainTr}
 
-	// The broker, wired as cmd/broker wires it: memory store, guarded
-	// egress transport with its default pool sizes, metrics observer,
-	// the default body budget, no-op tracing (no OTLP export) with the
-	// default propagators. The baselines' transport keeps as
-	// many idle connections as there are callers.
+	// The broker, wired as cmd/broker wires it (inprocRunner), with the
+	// guarded egress transport at its default pool sizes. The baselines'
+	// transport keeps as many idle connections as there are callers.
 	dev, err := tenant.Dev([]string{"127.0.0.1/32"})
 	if err != nil {
 		return nil, nil, err
@@ -153,13 +165,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	defer st.Close()
 	clients := egress.NewClients(egress.ClientConfig{}) // cmd/broker's defaults
 	defer clients.CloseIdleConnections()
-	tp := noop.NewTracerProvider()
-	runner := engine.NewRunner(st,
-		engine.WithTracer(tp.Tracer("bench")),
-		engine.WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
-		engine.WithObserver(metrics.New()),
-		engine.WithBodyBudget(engine.DefaultBodyBudget),
-	)
+	runner := inprocRunner(st)
 	exec := &server.Executor{Runner: runner, Clients: clients}
 
 	servers := map[string]*inproc{}

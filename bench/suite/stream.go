@@ -18,15 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/egress"
-	"github.com/retrybroker/retrybroker/internal/engine"
-	"github.com/retrybroker/retrybroker/internal/metrics"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/tenant"
@@ -435,8 +431,7 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	defer st.Close()
 	clients := egress.NewClients(egress.ClientConfig{})
 	defer clients.CloseIdleConnections()
-	tp := noop.NewTracerProvider()
-	runner := engine.NewRunner(st, engine.WithTracer(tp.Tracer("bench")), engine.WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})), engine.WithObserver(metrics.New()))
+	runner := inprocRunner(st) // as cmd/broker wires it, body budget included
 	variants := []struct {
 		name string
 		svc  rbv1.BrokerServiceServer

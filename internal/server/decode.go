@@ -114,24 +114,27 @@ type vtMessage interface {
 // without growing the stack of the goroutine that sends it.
 func marshalVT(m vtMessage) (mem.BufferSlice, error) {
 	size := m.SizeVT()
+	var pool mem.BufferPool
+	var buf *[]byte
 	if mem.IsBelowBufferPoolingThreshold(size) {
-		buf := make([]byte, size)
-		n, err := m.MarshalToSizedBufferVT(buf)
-		if err != nil {
-			return nil, err
-		}
-		return mem.BufferSlice{mem.SliceBuffer(buf[len(buf)-n:])}, nil
+		b := make([]byte, size)
+		buf = &b
+	} else {
+		pool = mem.DefaultBufferPool()
+		buf = pool.Get(size)
 	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(size)
 	n, err := m.MarshalToSizedBufferVT((*buf)[:size])
+	if err == nil && n != size {
+		err = fmt.Errorf("marshal: %d bytes written of %d", n, size)
+	}
 	if err != nil {
-		pool.Put(buf)
+		if pool != nil {
+			pool.Put(buf)
+		}
 		return nil, err
 	}
-	if n != size {
-		pool.Put(buf)
-		return nil, fmt.Errorf("marshal: %d bytes written of %d", n, size)
+	if pool == nil {
+		return mem.BufferSlice{mem.SliceBuffer(*buf)}, nil
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
