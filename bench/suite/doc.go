@@ -325,7 +325,7 @@ size (engine.StreamChunkSize, 64 bytes under 32 KiB, so that each encoded
 message fits grpc-go's 32 KiB buffer tier) and sent as one reused chunk
 message with the same codec; no retries, guard, store or limits. Both gRPC
 servers run in the suite's process with the broker's server options; the
-broker's engine is wired as in `+"`cmd/broker`"+` (memory store, metrics observer,
+broker's engine is wired as in ` + "`cmd/broker`" + ` (memory store, metrics observer,
 default body budget and trace propagators), as in the overhead rows.
 Direct HTTP (the body copied into the same chunk size, no gRPC) is the
 physical limit. Each share is the median of the per-round ratios.
