@@ -1,0 +1,23 @@
+package suite
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRoundResultLatencies: a variant's latencies give its percentiles
+// (nearest rank) and their mean, whatever the order they arrived in.
+func TestRoundResultLatencies(t *testing.T) {
+	var a roundAcc
+	for _, ms := range []int{7, 1, 10, 3, 5, 9, 2, 8, 4, 6} {
+		a.lat = append(a.lat, time.Duration(ms)*time.Millisecond)
+	}
+	a.calls, a.elapsed = 10, time.Second
+	r := a.result(variant{group: "execute", name: VarExecute}, 1)
+	if r.P50 != 5*time.Millisecond || r.P90 != 9*time.Millisecond || r.P99 != 10*time.Millisecond {
+		t.Errorf("p50 %v p90 %v p99 %v, want 5ms 9ms 10ms", r.P50, r.P90, r.P99)
+	}
+	if r.Mean != 5500*time.Microsecond || r.Throughput != 10 {
+		t.Errorf("mean %v, throughput %v; want 5.5ms and 10 calls/s", r.Mean, r.Throughput)
+	}
+}
