@@ -160,24 +160,28 @@ func (s *callState) end() {
 	}
 }
 
-// attemptContext returns the context of an Execute attempt: bounded by the
-// attempt timeout and by what bounds the call (callCtx). Before the call
-// has a context of its own, the attempt's carries the same ends itself
-// (the earlier of the two timeouts, and the drain deadline), which costs
-// one context instead of two.
+// attemptContext returns the context of attempt at, a child of parent,
+// and registers at in the runner's attempts in flight (attemptSet), which
+// cancel it at the earlier of the attempt timeout and the call's total
+// timeout (cause context.DeadlineExceeded, as a context's own deadline
+// would give: net/http returns the cause, and the attempt classifies as a
+// timeout) and at the drain deadline (context.Canceled). The context
+// carries no deadline of its own (Deadline reports parent's): nothing
+// below the engine reads it, and a context with one costs a runtime timer
+// per attempt. at.end cancels it and takes it out of the set.
 //
-// The drain deadline reaches such an attempt through the runner's set of
-// attempts in flight (drainer.attempts), which at.end leaves.
-func (s *callState) attemptContext(at *attempt) (context.Context, context.CancelFunc) {
-	if s.ctx != nil {
-		return context.WithTimeout(s.ctx, s.p.AttemptTimeout)
-	}
-	d := time.Now().Add(s.p.AttemptTimeout)
+// Execute's attempts are children of the call's context once it has one
+// (callCtx, made when the call first waits), and of the caller's before.
+// A stream's are children of the caller's always: a stream's timeouts
+// bound it up to its head and not its body (streamState.head).
+func (s *callState) attemptContext(at *attempt, parent context.Context) (context.Context, context.CancelCauseFunc) {
+	now := time.Now()
+	d := now.Add(s.p.AttemptTimeout)
 	if s.totalBy.Before(d) {
 		d = s.totalBy
 	}
-	ctx, cancel := context.WithDeadline(s.vctx, d)
-	s.r.drain.attempts.add(&at.drain, cancel)
+	ctx, cancel := context.WithCancelCause(parent)
+	s.r.drain.attempts.add(&at.drain, cancel, d, now)
 	return ctx, cancel
 }
 
@@ -209,9 +213,9 @@ type attempt struct {
 	in      Input
 	a       assessment
 	span    trace.Span
-	cancel  context.CancelFunc // cancels the attempt's context
-	stamp   credential.Stamp   // what the policy's credential put on it
-	drain   attemptLink        // its place among the attempts the drain deadline cancels
+	cancel  context.CancelCauseFunc // cancels the attempt's context
+	stamp   credential.Stamp        // what the policy's credential put on it
+	drain   attemptLink             // its place among the attempts in flight (attemptSet)
 	// response and reading are what in.Response and in.Reading point to
 	// once a response arrived.
 	response providers.Response
@@ -557,12 +561,13 @@ func (s *callState) attemptRequest(at *attempt) (req *http.Request, ended bool, 
 	r, c, p := s.r, s.c, s.p
 	at.rec.Number, at.rec.Waited, at.rec.Probe = s.n, s.waited, at.adm.Probe
 	s.waited = 0
-	var actx context.Context
-	var cancel context.CancelFunc
+	parent := s.vctx
+	if s.ctx != nil && s.stream == nil {
+		parent = s.ctx
+	}
+	actx, cancel := s.attemptContext(at, parent)
 	if s.stream != nil {
-		actx, cancel = s.stream.attemptContext(s) // its timeouts stop at the head
-	} else {
-		actx, cancel = s.attemptContext(at)
+		s.stream.started(actx, cancel)
 	}
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, at.adm.Probe)
 	at.cancel = cancel
@@ -739,12 +744,12 @@ func newRequest(ctx context.Context, c *Call) (*http.Request, error) {
 
 func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
 
-// end ends the attempt's span, cancels its context and leaves the
-// attempts the drain deadline cancels.
+// end ends the attempt's span, leaves the attempts in flight and cancels
+// its context.
 func (at *attempt) end() {
 	at.span.End()
 	at.drain.remove()
-	at.cancel()
+	at.cancel(context.Canceled)
 }
 
 // transportFailure records a transport error of kind for the attempt and

@@ -470,6 +470,44 @@ func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
 	}
 }
 
+// TestRunAttemptTimeoutEndsEachAttempt: every attempt is cut at the
+// attempt timeout, the first (whose context is a child of the caller's)
+// and the retries after a backoff (children of the call's own context), as
+// a transport timeout that is retried, and a slow upstream holds no
+// attempt much past it.
+func TestRunAttemptTimeoutEndsEachAttempt(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	f := newFixture(t, engine.SystemClock{}, nil)
+	const timeout = 200 * time.Millisecond
+	p := mustPolicy(t, func(p *engine.Policy) {
+		p.AttemptTimeout, p.MaxRetries = timeout, 2
+		p.Backoff = engine.Backoff{Base: 10 * time.Millisecond, Factor: 1, Cap: 10 * time.Millisecond, Jitter: engine.JitterNone}
+	})
+	res, err := f.runner.Run(t.Context(), newCall(t, slow.URL, "GET", p, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Attempts) != 3 {
+		t.Fatalf("%d attempts, want 3 (outcome %s)", len(res.Attempts), res.Outcome)
+	}
+	for i, a := range res.Attempts {
+		if a.Transport != engine.TransportTimeout || a.Duration < timeout || a.Duration > timeout+time.Second {
+			t.Errorf("attempt %d: transport %s after %v, want a timeout after %v", i+1, a.Transport, a.Duration, timeout)
+		}
+		if i < 2 && a.Decision.Action != engine.ActionRetry {
+			t.Errorf("attempt %d: decision %+v, want a retry", i+1, a.Decision)
+		}
+	}
+}
+
 // TestRunLeavesCallHeaderAlone: a generated idempotency key goes into a
 // copy, so running the same Call twice gives each logical call its own key.
 func TestRunLeavesCallHeaderAlone(t *testing.T) {

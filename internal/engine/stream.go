@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -181,16 +180,12 @@ type streamState struct {
 	limits StreamLimits
 
 	// The attempt in progress: its request context, which only the
-	// caller's context, cancel, the drain and the timer end, and the timer
-	// (the earlier of the attempt timeout and the call's total timeout),
-	// stopped at the head.
+	// caller's context, cancel, the drain and the attempt's deadline (the
+	// earlier of the attempt timeout and the call's total timeout, lifted
+	// at the head: attemptLink.headed) end.
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	timer   *time.Timer
-	preHead error // the body broke off (or a timer cut it) before the head
-	// headed is set at the head: from then on the drain deadline cuts the
-	// body (errStreamShutdown), not the attempt.
-	headed atomic.Bool
+	preHead error // the body broke off (or the deadline cut it) before the head
 
 	headSent bool
 	end      BodyEnd
@@ -199,46 +194,21 @@ type streamState struct {
 	trailers http.Header
 }
 
-// attemptContext returns the context of a streamed attempt. Unlike
-// Execute's (a child of the call's context with the attempt timeout), it
-// derives from the caller's context only, and carries the call's other
-// ends itself: one timer at the earlier of the attempt timeout and the
-// call's total timeout, which head stops, so that they bound the attempt
-// up to its head and not its body; and the drain deadline, which cuts the
-// body too (BodyEndShuttingDown). The cancellation causes are those
-// Execute's context would have (context.DeadlineExceeded for a timeout,
-// context.Canceled for the drain before the head), so errors classify
-// alike. It never makes the call's context (callCtx): a stream that
-// neither waits nor retries costs one context, one timer and one drain
-// hook.
-func (st *streamState) attemptContext(s *callState) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(s.vctx)
-	d := s.p.AttemptTimeout
-	if left := time.Until(s.totalBy); left < d {
-		d = left
-	}
-	timer := time.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	st.headed.Store(false)
-	stopDrain := context.AfterFunc(s.r.drain.hard, func() {
-		if st.headed.Load() {
-			cancel(errStreamShutdown)
-			return
-		}
-		cancel(context.Canceled)
-	})
-	st.ctx, st.cancel, st.preHead, st.timer = ctx, cancel, nil, timer
-	return ctx, func() { timer.Stop(); stopDrain(); cancel(context.Canceled) }
+// started records the context of the attempt in progress (see
+// callState.attemptContext: a child of the caller's context, with the
+// call's timeouts up to the head, and the drain deadline).
+func (st *streamState) started(ctx context.Context, cancel context.CancelCauseFunc) {
+	st.ctx, st.cancel, st.preHead = ctx, cancel, nil
 }
 
-// head stops the attempt's timers and returns the final response without
-// its body. When the body already broke off (while peeking at it for
-// hints) or a timer cut the attempt before its head, the attempt becomes a
+// head lifts the attempt's deadline and returns the final response
+// without its body. When the body already broke off (while peeking at it
+// for hints) or the deadline cut the attempt before its head, the attempt becomes a
 // transport failure (TransportBodyIncomplete) and is decided again, as
 // Execute's readFinal does: no byte has left the broker, so it is retried
 // where the rules allow.
 func (st *streamState) head(s *callState, at *attempt) *FinalResponse {
-	st.timer.Stop()
-	st.headed.Store(true)
+	at.drain.headed()
 	resp := at.resp
 	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
 	err := at.peekErr
