@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -80,17 +81,30 @@ func newRawCodec() rawCodec { return rawCodec{proto: encoding.GetCodecV2("proto"
 
 func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
-	case *rbv1.ExecuteResponse:
-		if len(m.GetResponse().GetBody()) >= spliceBody {
-			return marshalSpliced(m)
+	case *encodedReply:
+		data := m.data
+		if data == nil {
+			return nil, errors.New("marshal: an encoded reply is sent once")
 		}
-		return marshalVT(m)
+		m.data = nil // gRPC frees the buffers once written
+		return data, nil
+	case *rbv1.ExecuteResponse:
+		return marshalExecuteResponse(m)
 	case *rbv1.ExecuteStreamResponse:
 		return marshalVT(m)
 	case *rbv1.ClassifyResponseResponse:
 		return marshalVT(m)
 	}
 	return c.proto.Marshal(v)
+}
+
+// marshalExecuteResponse encodes an Execute answer: in place when its body
+// is large (marshalSpliced), with its generated marshaller otherwise.
+func marshalExecuteResponse(m *rbv1.ExecuteResponse) (mem.BufferSlice, error) {
+	if len(m.GetResponse().GetBody()) >= spliceBody {
+		return marshalSpliced(m)
+	}
+	return marshalVT(m)
 }
 
 // vtMessage is a message with a generated marshaller (protoc-gen-go-vtproto,
@@ -275,11 +289,9 @@ func serviceDesc(svc rbv1.BrokerServiceServer) *grpc.ServiceDesc {
 		return def
 	}
 	desc.Methods = []grpc.MethodDesc{
-		{MethodName: "Execute", Handler: unaryHandler(rbv1.BrokerService_Execute_FullMethodName, executeHeaderFields,
-			func(ctx context.Context) int {
-				return limit(ctx, rbv1.BrokerService_Execute_FullMethodName, MaxRecvMsgSize)
-			},
-			svc.Execute)},
+		{MethodName: "Execute", Handler: executeHandler(svc, func(ctx context.Context) int {
+			return limit(ctx, rbv1.BrokerService_Execute_FullMethodName, MaxRecvMsgSize)
+		})},
 		{MethodName: "ClassifyResponse", Handler: unaryHandler(rbv1.BrokerService_ClassifyResponse_FullMethodName, classifyHeaderFields,
 			func(ctx context.Context) int {
 				return limit(ctx, rbv1.BrokerService_ClassifyResponse_FullMethodName, MaxClassifyMessage)
@@ -345,23 +357,76 @@ func unaryHandler[Req any, PReq interface {
 }, Resp any](method string, fields []headerField, limit func(context.Context) int, call func(context.Context, PReq) (Resp, error),
 ) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
 	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-		raw := new(rawMessage)
-		if err := dec(raw); err != nil {
-			return nil, err
-		}
-		in := PReq(new(Req))
-		err := decodeRequest(raw, limit(ctx), fields, in)
-		raw.buf.Free()
-		if err != nil {
-			return nil, err
-		}
-		if interceptor == nil {
-			return call(ctx, in)
-		}
-		handler := func(ctx context.Context, req any) (any, error) { return call(ctx, req.(PReq)) }
-		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, handler)
+		return serveUnary(srv, ctx, dec, interceptor, method, fields, limit, call)
 	}
 }
+
+// serveUnary is one call of a unaryHandler.
+func serveUnary[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp any](srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor,
+	method string, fields []headerField, limit func(context.Context) int, call func(context.Context, PReq) (Resp, error),
+) (any, error) {
+	raw := new(rawMessage)
+	if err := dec(raw); err != nil {
+		return nil, err
+	}
+	in := PReq(new(Req))
+	err := decodeRequest(raw, limit(ctx), fields, in)
+	raw.buf.Free()
+	if err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return call(ctx, in)
+	}
+	handler := func(ctx context.Context, req any) (any, error) { return call(ctx, req.(PReq)) }
+	return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: method}, handler)
+}
+
+// executeHandler is the handler of Execute: unaryHandler's, and for the
+// broker's own Service it encodes the answer itself once the interceptors
+// have returned it, and gives its block back to resultBlocks (the codec
+// then sends the bytes as they are: encodedReply). Another service (a
+// benchmark's baseline) is served as unaryHandler serves it.
+func executeHandler(svc rbv1.BrokerServiceServer, limit func(context.Context) int) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	const method = rbv1.BrokerService_Execute_FullMethodName
+	s, ok := svc.(*Service)
+	if !ok {
+		return unaryHandler(method, executeHeaderFields, limit, svc.Execute)
+	}
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		var b *resultBlock
+		reply, err := serveUnary(srv, ctx, dec, interceptor, method, executeHeaderFields, limit,
+			func(ctx context.Context, in *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
+				blk, err := s.execute(ctx, in)
+				if err != nil {
+					return nil, err
+				}
+				b = blk
+				return &blk.r, nil
+			})
+		if err != nil || b == nil || reply != any(&b.r) {
+			return reply, err // an interceptor's own answer, or an error: the block is left to the collector
+		}
+		data, err := marshalExecuteResponse(&b.r)
+		releaseResultBlock(b)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "encoding the response: %v", err)
+		}
+		return &encodedReply{data: data}, nil
+	}
+}
+
+// encodedReply is an answer encoded already (executeHandler): the codec
+// sends its bytes as they are, once.
+type encodedReply struct {
+	data mem.BufferSlice
+}
+
+// String describes an encoded answer for logs without its content.
+func (r *encodedReply) String() string { return fmt.Sprintf("response (%d bytes)", r.data.Len()) }
 
 // String describes a raw request for logs without its content.
 func (r *rawMessage) String() string { return fmt.Sprintf("request (%d bytes)", r.buf.Len()) }

@@ -3,11 +3,14 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -399,4 +402,131 @@ func TestExecuteWaitsForASlowHeadAsLongAsTheAttemptAllows(t *testing.T) {
 	if took := time.Since(begin); took < head {
 		t.Fatalf("answered after %v, before the upstream's head (%v)", took, head)
 	}
+}
+
+// TestExecuteAnswersOfConcurrentCallsStayApart: the gRPC handler encodes
+// each Execute answer from a block it then gives back to a pool for the
+// next call (server.executeHandler). Many callers at once, with answers of
+// every shape the block holds (up to six header lines in place and more
+// beside it, one attempt and two, small bodies and bodies sent in place, a
+// retry_after or none, a response or none), each get their own answer,
+// whole and with nothing of another's: under the race detector a block
+// reused while still read would show here, and a block given back with
+// another call's fields in it would leak them into the next answer.
+func TestExecuteAnswersOfConcurrentCallsStayApart(t *testing.T) {
+	f := startExecBroker(t, nil)
+	var seen sync.Map // ids whose first attempt was answered already
+	up := newScripted(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Id")
+		n, _ := strconv.Atoi(id)
+		if n%7 == 0 {
+			if _, again := seen.LoadOrStore(id, true); !again {
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(503)
+				return
+			}
+		}
+		w.Header().Set("X-Id", id)
+		for k := range n % 10 {
+			w.Header().Add("X-Line", id+"-"+strconv.Itoa(k))
+		}
+		_, _ = io.WriteString(w, ownBody(n))
+	})
+	// limited says "wait an hour": its first answer closes its gate, and
+	// every later call to it is answered from the gate, with no response.
+	limited := newScripted(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(429)
+	})
+	const callers, calls = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				n := c*calls + i + 1
+				target := up.URL
+				if n%5 == 0 {
+					target = limited.URL
+				}
+				resp, err := f.client.Execute(t.Context(), &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{
+					Url: target + "/x", Headers: []*rbv1.HttpHeader{{Name: "X-Id", Value: strconv.Itoa(n)}},
+				}})
+				if err == nil {
+					err = checkOwnAnswer(resp, n)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("call %d: %w", n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// ownBody is the body of call n: past the size sent in place for every
+// 25th call.
+func ownBody(n int) string {
+	body := "body-" + strconv.Itoa(n)
+	if n%25 == 0 {
+		body = strings.Repeat(body, 70<<10/len(body))
+	}
+	return body
+}
+
+// checkOwnAnswer checks that resp is the whole answer to call n of
+// TestExecuteAnswersOfConcurrentCallsStayApart, and nothing else.
+func checkOwnAnswer(resp *rbv1.ExecuteResponse, n int) error {
+	r := resp.GetResponse()
+	if n%5 == 0 { // the limited upstream
+		switch {
+		case resp.GetOutcome() == rbv1.Outcome_OUTCOME_SUCCESS || resp.GetRetryAfter() == nil:
+			return fmt.Errorf("outcome %s, retry_after %v: want the gate's wait", resp.GetOutcome(), resp.GetRetryAfter())
+		case r == nil && len(resp.GetAttempts()) != 0, r != nil && (r.GetStatusCode() != 429 || len(resp.GetAttempts()) != 1 || len(r.GetBody()) != 0):
+			return fmt.Errorf("response %v after %d attempts: want none, or the 429 alone", r, len(resp.GetAttempts()))
+		}
+		return nil
+	}
+	id := strconv.Itoa(n)
+	wantAttempts := 1
+	if n%7 == 0 {
+		wantAttempts = 2
+	}
+	var lines []string
+	gotID := ""
+	for _, h := range r.GetHeaders() {
+		switch h.GetName() {
+		case "X-Line":
+			lines = append(lines, h.GetValue())
+		case "X-Id":
+			gotID = h.GetValue()
+		}
+	}
+	var want []string
+	for k := range n % 10 {
+		want = append(want, id+"-"+strconv.Itoa(k))
+	}
+	switch {
+	case resp.GetOutcome() != rbv1.Outcome_OUTCOME_SUCCESS || r.GetStatusCode() != 200:
+		return fmt.Errorf("outcome %s, status %d", resp.GetOutcome(), r.GetStatusCode())
+	case string(r.GetBody()) != ownBody(n):
+		return fmt.Errorf("another body (%d bytes)", len(r.GetBody()))
+	case gotID != id || !slices.Equal(lines, want):
+		return fmt.Errorf("header X-Id %q, lines %v; want %q, %v", gotID, lines, id, want)
+	case len(resp.GetAttempts()) != wantAttempts:
+		return fmt.Errorf("%d attempts, want %d", len(resp.GetAttempts()), wantAttempts)
+	case resp.GetRetryAfter() != nil:
+		return fmt.Errorf("a retry_after (%v) on a success", resp.GetRetryAfter().AsDuration())
+	}
+	for i, a := range resp.GetAttempts() {
+		if int(a.GetNumber()) != i+1 || a.GetStartTime() == nil || a.GetDecision() == nil {
+			return fmt.Errorf("attempt %d incomplete: %v", i+1, a)
+		}
+	}
+	return nil
 }
