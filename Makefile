@@ -25,7 +25,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE ?= localhost/retrybroker:dev
 
-.PHONY: all tools devtools deps redis postgresql versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-clients fuzz bench pgo clean
+.PHONY: all tools devtools deps redis postgresql versitygw hydra chromium run build image image-test generate check-generate lint fmt complexity test test-go test-stack-pgo test-clients fuzz bench pgo clean
 
 all: build
 
@@ -152,6 +152,12 @@ test: deps test-go test-clients
 
 test-go:
 	$(GO) test $(GO_TEST_FLAGS) ./...
+	$(MAKE) test-stack-pgo
+
+## test-stack-pgo: Execute's stack budget (TestExecuteStackDepth) as the broker is built, with its PGO
+## profile: profile-guided inlining can deepen the path past the 8 KiB stack (issue 22)
+test-stack-pgo:
+	$(GO) test -count=1 -pgo=cmd/broker/default.pgo -run '^TestExecuteStackDepth$$' ./internal/server
 
 ## test-clients: the Python and TypeScript clients against a real broker process
 test-clients: build
@@ -175,8 +181,11 @@ bench: redis
 
 ## pgo: profile the suite's in-process scenarios (overhead, stream) and make that profile
 ## cmd/broker/default.pgo, which go build applies to the broker (bench/cmd/benchsuite links it)
+## A profile whose inlining deepens Execute's stack past its budget is refused (TestExecuteStackDepth).
 pgo: redis
 	$(GO) run -pgo=off ./bench/cmd/benchsuite -only overhead,stream -doc "" -charts "" -cpuprofile cmd/broker/default.pgo.new
+	$(GO) test -count=1 -pgo=cmd/broker/default.pgo.new -run '^TestExecuteStackDepth$$' ./internal/server || \
+	  { rm -f cmd/broker/default.pgo.new; echo "pgo: the new profile deepens Execute's stack past its budget; cmd/broker/default.pgo kept" >&2; exit 1; }
 	mv cmd/broker/default.pgo.new cmd/broker/default.pgo
 
 clean:

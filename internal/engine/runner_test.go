@@ -442,10 +442,9 @@ func attrMap(kvs []attribute.KeyValue) map[string]string {
 	return m
 }
 
-// TestRunTotalTimeoutBoundsSlowAttempts: a slow upstream cannot hold the
-// call past the policy's total timeout; the call ends with an outcome, not
-// an error.
-func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
+// newSilentUpstream is an upstream that never answers: it holds each
+// request until the client gives up or the test ends.
+func newSilentUpstream(t *testing.T) *httptest.Server {
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -453,8 +452,16 @@ func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	defer slow.Close()
-	defer close(release)
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) }) // runs before Close: cleanups run last added first
+	return slow
+}
+
+// TestRunTotalTimeoutBoundsSlowAttempts: a slow upstream cannot hold the
+// call past the policy's total timeout; the call ends with an outcome, not
+// an error.
+func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
+	slow := newSilentUpstream(t)
 	f := newFixture(t, engine.SystemClock{}, nil)
 	p := mustPolicy(t, func(p *engine.Policy) { p.TotalTimeout = 300 * time.Millisecond })
 	begin := time.Now()
@@ -476,15 +483,7 @@ func TestRunTotalTimeoutBoundsSlowAttempts(t *testing.T) {
 // a transport timeout that is retried, and a slow upstream holds no
 // attempt much past it.
 func TestRunAttemptTimeoutEndsEachAttempt(t *testing.T) {
-	release := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer slow.Close()
-	defer close(release)
+	slow := newSilentUpstream(t)
 	f := newFixture(t, engine.SystemClock{}, nil)
 	const timeout = 200 * time.Millisecond
 	p := mustPolicy(t, func(p *engine.Policy) {
