@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/retrybroker/retrybroker/bench/baseline"
@@ -396,6 +397,47 @@ func BenchmarkExecuteHandler(b *testing.B) {
 					b.Fatalf("execute: %v %v", err, resp.GetOutcome())
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkExecuteAnswerDecode decodes, as a caller's gRPC client does, the
+// answer the broker's Execute gives and the one the minimal forwarder gives
+// for the same upstream response: the broker's carries the attempt record
+// (its number, start, duration, decision, wait), which the suite's caller,
+// in the suite's own process, pays for at every call.
+func BenchmarkExecuteAnswerDecode(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	broker, plain := benchBroker(b)
+	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
+	for _, c := range []struct {
+		name string
+		svc  rbv1.BrokerServiceServer
+	}{
+		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
+		{"broker", broker},
+	} {
+		resp, err := c.svc.Execute(b.Context(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := proto.Marshal(resp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var m rbv1.ExecuteResponse
+				if err := proto.Unmarshal(data, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(data)), "answer-bytes")
 		})
 	}
 }
