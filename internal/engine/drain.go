@@ -55,13 +55,10 @@ type attemptLink struct {
 	i      int         // index in set.links; -1 when it left them (expired)
 	when   int64       // the deadline (monoTime); noDeadline for none
 	cancel context.CancelCauseFunc
-	// cutCause is the cause the drain deadline cancels the attempt with:
-	// context.Canceled, until a stream's head makes it errStreamShutdown
-	// (headed).
-	cutCause error
 }
 
-// noDeadline is the when of a link that only the drain deadline ends.
+// noDeadline is the when of a stream's attempt past its head (headed),
+// which only the drain deadline ends.
 const noDeadline = math.MaxInt64
 
 // monoEpoch is the origin of monoTime.
@@ -79,16 +76,15 @@ func (a *attemptSet) add(l *attemptLink, cancel context.CancelCauseFunc, deadlin
 	when, t := monoTime(deadline), monoTime(now)
 	a.mu.Lock()
 	if a.cut || when <= t {
-		cut := a.cut
-		a.mu.Unlock()
-		if cut {
-			cancel(context.Canceled)
-		} else {
-			cancel(context.DeadlineExceeded)
+		cause := context.DeadlineExceeded
+		if a.cut {
+			cause = context.Canceled
 		}
+		a.mu.Unlock()
+		cancel(cause)
 		return
 	}
-	l.set, l.when, l.cancel, l.cutCause = a, when, cancel, context.Canceled
+	l.set, l.when, l.cancel = a, when, cancel
 	heap.Push(&a.links, l)
 	if a.armed == 0 || when < a.armed {
 		a.arm(when, t)
@@ -151,7 +147,6 @@ func (l *attemptLink) headed() {
 		return
 	}
 	a.mu.Lock()
-	l.cutCause = errStreamShutdown
 	if l.i >= 0 && l.when != noDeadline {
 		l.when = noDeadline
 		heap.Fix(&a.links, l.i)
@@ -159,7 +154,9 @@ func (l *attemptLink) headed() {
 	a.mu.Unlock()
 }
 
-// cutAll cancels every attempt in the set and every one added later.
+// cutAll cancels every attempt in the set and every one added later: with
+// context.Canceled, and a stream's past its head (noDeadline) with
+// errStreamShutdown.
 func (a *attemptSet) cutAll() {
 	type cut struct {
 		cancel context.CancelCauseFunc
@@ -169,7 +166,11 @@ func (a *attemptSet) cutAll() {
 	a.cut = true
 	cuts := make([]cut, 0, len(a.links))
 	for _, l := range a.links {
-		cuts = append(cuts, cut{l.cancel, l.cutCause})
+		c := cut{l.cancel, context.Canceled}
+		if l.when == noDeadline {
+			c.cause = errStreamShutdown
+		}
+		cuts = append(cuts, c)
 	}
 	a.mu.Unlock()
 	for _, c := range cuts { // outside the lock: a cancel runs its context's hooks

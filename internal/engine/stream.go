@@ -203,10 +203,10 @@ func (st *streamState) started(ctx context.Context, cancel context.CancelCauseFu
 
 // head lifts the attempt's deadline and returns the final response
 // without its body. When the body already broke off (while peeking at it
-// for hints) or the deadline cut the attempt before its head, the attempt becomes a
-// transport failure (TransportBodyIncomplete) and is decided again, as
-// Execute's readFinal does: no byte has left the broker, so it is retried
-// where the rules allow.
+// for hints) or the deadline cut the attempt before its head, the attempt
+// becomes a transport failure (TransportBodyIncomplete) and is decided
+// again, as Execute's readFinal does: no byte has left the broker, so it
+// is retried where the rules allow.
 func (st *streamState) head(s *callState, at *attempt) *FinalResponse {
 	at.drain.headed()
 	resp := at.resp

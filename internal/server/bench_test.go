@@ -363,6 +363,29 @@ func firstByte(client rbv1.BrokerServiceClient, req *rbv1.ExecuteRequest) (time.
 	}
 }
 
+// executeHandler is an Execute handler a benchmark calls directly.
+type executeHandler struct {
+	name string
+	svc  rbv1.BrokerServiceServer
+}
+
+// executeHandlers are the minimal forwarder's Execute handler and the
+// broker's, and a request to a loopback upstream that answers a small JSON
+// body (stopped when b ends).
+func executeHandlers(b *testing.B) (*rbv1.ExecuteRequest, []executeHandler) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	b.Cleanup(up.Close)
+	broker, plain := benchBroker(b)
+	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
+	return req, []executeHandler{
+		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
+		{"broker", broker},
+	}
+}
+
 // BenchmarkExecuteHandler calls the broker's Execute handler and the
 // minimal forwarder's directly, without gRPC, one call at a time, against
 // the same loopback upstream: the difference of their ns/op and allocs/op
@@ -373,20 +396,8 @@ func firstByte(client rbv1.BrokerServiceClient, req *rbv1.ExecuteRequest) (time.
 // context.Background net/http skips its cancellation work, which would
 // flatter the forwarder).
 func BenchmarkExecuteHandler(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	broker, plain := benchBroker(b)
-	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
-	for _, c := range []struct {
-		name string
-		svc  rbv1.BrokerServiceServer
-	}{
-		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
-		{"broker", broker},
-	} {
+	req, handlers := executeHandlers(b)
+	for _, c := range handlers {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -407,20 +418,8 @@ func BenchmarkExecuteHandler(b *testing.B) {
 // (its number, start, duration, decision, wait), which the suite's caller,
 // in the suite's own process, pays for at every call.
 func BenchmarkExecuteAnswerDecode(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	broker, plain := benchBroker(b)
-	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
-	for _, c := range []struct {
-		name string
-		svc  rbv1.BrokerServiceServer
-	}{
-		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
-		{"broker", broker},
-	} {
+	req, handlers := executeHandlers(b)
+	for _, c := range handlers {
 		resp, err := c.svc.Execute(b.Context(), req)
 		if err != nil {
 			b.Fatal(err)

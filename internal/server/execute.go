@@ -311,9 +311,8 @@ type resultBlock struct {
 
 // resultBlocks holds zeroed resultBlocks. An Execute answer is some
 // 1.3 KiB of small messages; taking them from a pool rather than the heap
-// makes each call's garbage smaller by as much, and at one caller the
-// collections that garbage causes cost the call more than the allocation
-// itself (issue 22).
+// makes each call's garbage smaller by as much, and the collections it
+// causes fewer (issue 22).
 var resultBlocks = sync.Pool{New: func() any { return new(resultBlock) }}
 
 // releaseResultBlock zeroes b, so that it holds nothing of the call, and
