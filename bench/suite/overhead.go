@@ -288,7 +288,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 				continue
 			}
 			shares = handlerShares(prof, []HandlerShare{
-				{Variant: VarExecute, Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).Execute", Calls: served[VarExecute]},
+				{Variant: VarExecute, Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).execute", Calls: served[VarExecute]},
 				{Variant: VarForwarder, Handler: "github.com/retrybroker/retrybroker/bench/baseline.Forwarder.Execute", Calls: served[VarForwarder]},
 			}, 8)
 			for _, h := range shares {

@@ -21,6 +21,11 @@ type HandlerShare struct {
 	Variant string
 	Handler string // the handler's function, as the profile names it
 	Calls   int    // calls made while the profile ran (warm-up rounds too)
+	// Samples is the number of the profile's samples with the handler on
+	// their stack (those under the HTTP client too). None means the
+	// handler is not in the profile: its name is wrong, and PerCall says
+	// nothing.
+	Samples int
 	PerCall time.Duration
 	Top     []FuncShare // the largest parts below the handler, per call
 }
@@ -79,7 +84,11 @@ func handlerShares(p *profile.Profile, handlers []HandlerShare, top int) []Handl
 		for _, s := range p.Sample {
 			names := stackNames(s)
 			at := slices.Index(names, h.Handler)
-			if at < 0 || slices.Contains(names[:at], profileExclude) {
+			if at < 0 {
+				continue
+			}
+			h.Samples++
+			if slices.Contains(names[:at], profileExclude) {
 				continue
 			}
 			v := s.Value[vi]
@@ -162,8 +171,17 @@ func shortFunc(name string) string {
 	return strings.TrimPrefix(name, "internal/")
 }
 
+// sharesKnown reports whether hs are the broker's share and its
+// baseline's, both found in the profile.
+func sharesKnown(hs []HandlerShare) bool {
+	return len(hs) == 2 && hs[0].Samples > 0 && hs[1].Samples > 0
+}
+
 // shareText is one handler's share in a sentence's words.
 func shareText(h HandlerShare) string {
+	if h.Samples == 0 {
+		return fmt.Sprintf("%s: its handler %s is not in the profile, so its CPU per call is unknown", h.Variant, shortFunc(h.Handler))
+	}
 	parts := make([]string, 0, len(h.Top))
 	for _, t := range h.Top {
 		parts = append(parts, fmt.Sprintf("%s %s", t.Func, fmtDur(t.PerCall)))

@@ -46,6 +46,19 @@ func TestHandlerShares(t *testing.T) {
 	if s := shareText(h); !strings.Contains(s, "broker: 100 µs") || !strings.Contains(s, "engine.(*callState).received 30 µs") {
 		t.Errorf("text %q", s)
 	}
+	if h.Samples != 3 {
+		t.Errorf("samples %d, want 3 (the client's one too)", h.Samples)
+	}
+
+	// A handler the profile does not hold is reported as unknown, not
+	// as 0 µs per call.
+	gone := handlerShares(p, []HandlerShare{{Variant: "broker", Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).renamed", Calls: 1000}}, 8)
+	if len(gone) != 1 || gone[0].Samples != 0 || sharesKnown([]HandlerShare{gone[0], h}) {
+		t.Fatalf("missing handler: %+v", gone)
+	}
+	if s := shareText(gone[0]); !strings.Contains(s, "not in the profile") || strings.Contains(s, "0 µs") {
+		t.Errorf("missing handler's text %q", s)
+	}
 }
 
 func TestShortFunc(t *testing.T) {

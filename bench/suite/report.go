@@ -647,7 +647,7 @@ func (r *Report) Findings() []string {
 			msg += fmt.Sprintf(" The broker opened %d new upstream connections during its rounds (one per %.1f calls), the forwarder %d: beyond %d idle connections per host (--upstream-max-idle-conns-per-host) calls pay for a new TCP connection.",
 				b.UpstreamConns, float64(b.Calls)/float64(b.UpstreamConns), f.UpstreamConns, egress.DefaultMaxIdleConnsPerHost)
 		}
-		if len(r.OverShares) == 2 {
+		if sharesKnown(r.OverShares) {
 			msg += fmt.Sprintf(" Profile of the Execute rows: the broker's handler spent %s of CPU per call outside the HTTP client, the forwarder's %s (see the Overhead section for the parts).",
 				fmtDur(r.OverShares[0].PerCall), fmtDur(r.OverShares[1].PerCall))
 		}
@@ -673,7 +673,7 @@ func (r *Report) Findings() []string {
 				continue
 			}
 			msg := fmt.Sprintf("ExecuteStream's time to first byte at concurrency %d: %.2f× the forwarder's p50 (target 1.2×).", c, x)
-			if len(st.Shares) == 2 {
+			if sharesKnown(st.Shares) {
 				msg += fmt.Sprintf(" Profile of those rows: the broker's handler spent %s of CPU per stream outside the HTTP client, the forwarder's %s (see the Streaming section for the parts).",
 					fmtDur(st.Shares[0].PerCall), fmtDur(st.Shares[1].PerCall))
 			}
