@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/trace"
@@ -97,13 +96,13 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		logger.ErrorContext(ctx, "panic while handling a call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	access := newAccessLog(logger)
 	unary := []grpc.UnaryServerInterceptor{
-		logging.UnaryServerInterceptor(interceptorLogger(logger), logOpts...),
+		access.unary,
 		recovery.UnaryServerInterceptor(recoveryOpt),
 	}
 	stream := []grpc.StreamServerInterceptor{
-		logging.StreamServerInterceptor(interceptorLogger(logger), logOpts...),
+		access.stream,
 		recovery.StreamServerInterceptor(recoveryOpt),
 	}
 	opts := []grpc.ServerOption{
@@ -165,11 +164,4 @@ func tapAuth(auth AuthFunc) tap.ServerInHandle {
 		}
 		return auth(ctx)
 	}
-}
-
-// interceptorLogger adapts slog to go-grpc-middleware's logging.Logger.
-func interceptorLogger(l *slog.Logger) logging.Logger {
-	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		l.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
 }
