@@ -287,9 +287,10 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 				s.logf("overhead: %v", err)
 				continue
 			}
+			brokerExecute, _ := server.ProfileFuncs()
 			shares = handlerShares(prof, []HandlerShare{
-				{Variant: VarExecute, Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).execute", Calls: served[VarExecute]},
-				{Variant: VarForwarder, Handler: "github.com/retrybroker/retrybroker/bench/baseline.Forwarder.Execute", Calls: served[VarForwarder]},
+				{Variant: VarExecute, Handler: brokerExecute, Calls: served[VarExecute]},
+				{Variant: VarForwarder, Handler: server.FuncName(baseline.Forwarder.Execute), Calls: served[VarForwarder]},
 			}, 8)
 			for _, h := range shares {
 				s.logf("overhead: profile: %s", shareText(h))

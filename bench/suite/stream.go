@@ -530,9 +530,10 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 		return rep, nil
 	}
 	calls *= len(p.TTFBConcurrency)
+	_, brokerStream := server.ProfileFuncs()
 	rep.Shares = handlerShares(prof, []HandlerShare{
-		{Variant: VarStreamBroker, Handler: "github.com/retrybroker/retrybroker/internal/server.(*Service).ExecuteStream", Calls: calls},
-		{Variant: VarStreamForwarder, Handler: "github.com/retrybroker/retrybroker/bench/baseline.StreamForwarder.ExecuteStream", Calls: calls},
+		{Variant: VarStreamBroker, Handler: brokerStream, Calls: calls},
+		{Variant: VarStreamForwarder, Handler: server.FuncName(baseline.StreamForwarder.ExecuteStream), Calls: calls},
 	}, 8)
 	for _, h := range rep.Shares {
 		s.logf("stream: profile: %s", shareText(h))

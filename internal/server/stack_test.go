@@ -81,8 +81,11 @@ func TestExecuteStackDepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait() // exits 2 on SIGQUIT
-	fwd := stackDepth(t, dump.String(), "baseline.Forwarder.Execute(")
-	brk := stackDepth(t, dump.String(), "server.(*Service).execute(")
+	// The frames are found by the names the suite's profiles use
+	// (server.ProfileFuncs), which this checks against a real stack.
+	brokerExecute, _ := server.ProfileFuncs()
+	fwd := stackDepth(t, dump.String(), server.FuncName(baseline.Forwarder.Execute)+"(")
+	brk := stackDepth(t, dump.String(), brokerExecute+"(")
 	t.Logf("stack of the serving goroutine, parked for the upstream's response: forwarder %d B, broker %d B (budget %d B; race detector %v)", fwd, brk, executeStackBudget, raceDetector)
 	// The broker's own frames above the HTTP client: at most 1 KiB more
 	// than the forwarder's (2,704 B more when the broker needed 16 KiB).
