@@ -21,8 +21,9 @@ import (
 	"github.com/retrybroker/retrybroker/internal/server"
 )
 
-// logProbe answers as its request's method says: "OK", or a gRPC code's
-// name after a 60 ms wait ("Internal", "Unavailable", "InvalidArgument").
+// logProbe answers as its request's method says: "OK", "PANIC" (it
+// panics), or a gRPC code's name after a 60 ms wait ("Internal",
+// "Unavailable", "InvalidArgument").
 type logProbe struct {
 	rbv1.UnimplementedBrokerServiceServer
 }
@@ -30,8 +31,11 @@ type logProbe struct {
 const probeWait = 60 * time.Millisecond
 
 func probeAnswer(method string) error {
-	if method == "OK" {
+	switch method {
+	case "OK":
 		return nil
+	case "PANIC":
+		panic("the probe panics")
 	}
 	time.Sleep(probeWait)
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
@@ -100,7 +104,11 @@ func callProbe(t *testing.T, cl rbv1.BrokerServiceClient, kind, method string) {
 			}
 		}
 	}
-	if got := status.Code(err).String(); got != method {
+	want := method
+	if method == "PANIC" {
+		want = codes.Internal.String() // the recovery interceptor's answer
+	}
+	if got := status.Code(err).String(); got != want {
 		t.Fatalf("%s %s: code %s (%v)", kind, method, got, err)
 	}
 }
@@ -169,6 +177,14 @@ func TestAccessLogAtEachLevel(t *testing.T) {
 		if _, err := time.Parse(time.RFC3339, w["grpc.start_time"].(string)); err != nil {
 			t.Errorf("%s: grpc.start_time %v: %v", call, w["grpc.start_time"], err)
 		}
+	}
+	// A panic, recovered into INTERNAL, is logged at warn too.
+	callProbe(t, warn, "unary", "PANIC")
+	for len(warnLog.lines(t)) < 5 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lines := warnLog.lines(t); len(lines) != 5 || lines[4]["level"] != "ERROR" || lines[4]["grpc.code"] != "Internal" {
+		t.Errorf("after a panic at warn: %v", lines)
 	}
 	if l := warnBy["unary Internal"]; l["level"] != "ERROR" {
 		t.Errorf("INTERNAL at level %v, want ERROR", l["level"])
