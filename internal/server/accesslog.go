@@ -14,12 +14,12 @@ import (
 
 // accessLog is the server's "finished call" line per call, written by
 // go-grpc-middleware's logging interceptor (fields, levels by code:
-// logging.DefaultServerCodeToLevel) into the broker's slog logger.
+// codeLevel) into the broker's slog logger.
 //
 // The interceptor builds its fields (the method, the peer's address, the
 // start time, the duration) before it knows whether the line is logged:
-// some 5 µs and 20 allocations per call, 6.5% of a broker's CPU under
-// load, for a line a logger at warn or above drops. So when the logger
+// about 2.9 µs and 46 allocations per call (BenchmarkAccessLog), for a
+// line a logger at warn or above drops. So when the logger
 // drops the info level (--log-level warn or error), a call runs without
 // the interceptor, and only a call whose code logs at an enabled level
 // (warn: DEADLINE_EXCEEDED, UNAVAILABLE, RESOURCE_EXHAUSTED...; error:
@@ -28,8 +28,8 @@ import (
 // so that the line has the same fields as one logged at once.
 type accessLog struct {
 	logger *slog.Logger
-	// full logs every call as it runs; replay logs a finished call again
-	// with the start time and duration that replayFields holds.
+	// full logs every call as it runs; replay logs a finished call
+	// with the start time and duration its context holds (replayKey).
 	full, replay             grpc.UnaryServerInterceptor
 	fullStream, replayStream grpc.StreamServerInterceptor
 }
@@ -37,11 +37,15 @@ type accessLog struct {
 // replayKey holds a replayed call's fields in its context.
 type replayKey struct{}
 
+// codeLevel is the level of a call's line by its code, for the
+// interceptors and for the choice of the calls replayed alike.
+var codeLevel = logging.DefaultServerCodeToLevel
+
 func newAccessLog(l *slog.Logger) *accessLog {
 	lg := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		l.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
-	events := logging.WithLogOnEvents(logging.FinishCall)
+	events, levels := logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(codeLevel)
 	// The replayed call's own start time and duration come first: the
 	// interceptor keeps the first of duplicate keys.
 	replayed := logging.WithFieldsFromContextAndCallMeta(func(ctx context.Context, _ interceptors.CallMeta) logging.Fields {
@@ -50,10 +54,10 @@ func newAccessLog(l *slog.Logger) *accessLog {
 	})
 	return &accessLog{
 		logger:       l,
-		full:         logging.UnaryServerInterceptor(lg, events),
-		replay:       logging.UnaryServerInterceptor(lg, events, replayed),
-		fullStream:   logging.StreamServerInterceptor(lg, events),
-		replayStream: logging.StreamServerInterceptor(lg, events, replayed),
+		full:         logging.UnaryServerInterceptor(lg, events, levels),
+		replay:       logging.UnaryServerInterceptor(lg, events, levels, replayed),
+		fullStream:   logging.StreamServerInterceptor(lg, events, levels),
+		replayStream: logging.StreamServerInterceptor(lg, events, levels, replayed),
 	}
 }
 
@@ -69,7 +73,7 @@ func (a *accessLog) logs(ctx context.Context, err error, start time.Time) (conte
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	lvl := logging.DefaultServerCodeToLevel(logging.DefaultErrorToCode(err))
+	lvl := codeLevel(logging.DefaultErrorToCode(err))
 	if !a.logger.Enabled(ctx, slog.Level(lvl)) {
 		return ctx, false
 	}

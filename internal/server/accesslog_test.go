@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/proctest"
 	"github.com/retrybroker/retrybroker/internal/server"
 )
 
@@ -57,25 +57,12 @@ func (logProbe) ExecuteStream(req *rbv1.ExecuteRequest, _ rbv1.BrokerService_Exe
 	return probeAnswer(req.GetRequest().GetMethod())
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the "finished call" lines logged so far, decoded.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// finished returns the "finished call" lines logged to buf so far,
+// decoded.
+func finished(t *testing.T, buf *proctest.Buffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -117,8 +104,8 @@ func callProbe(t *testing.T, cl rbv1.BrokerServiceClient, kind, method string) {
 // warn only the calls whose code logs at warn or error do, with the same
 // fields, the call's own start time and its whole duration.
 func TestAccessLogAtEachLevel(t *testing.T) {
-	serve := func(level slog.Level) (rbv1.BrokerServiceClient, *syncBuffer) {
-		buf := &syncBuffer{}
+	serve := func(level slog.Level) (rbv1.BrokerServiceClient, *proctest.Buffer) {
+		buf := &proctest.Buffer{}
 		logger := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: level}))
 		return serveBroker(t, logProbe{}, server.GRPCConfig{Logger: logger}), buf
 	}
@@ -137,10 +124,10 @@ func TestAccessLogAtEachLevel(t *testing.T) {
 	}
 	// The server logs a call after it answered it: wait for the lines.
 	deadline := time.Now().Add(5 * time.Second)
-	for (len(infoLog.lines(t)) < 8 || len(warnLog.lines(t)) < 4) && time.Now().Before(deadline) {
+	for (len(finished(t, infoLog)) < 8 || len(finished(t, warnLog)) < 4) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	infoLines, warnLines := infoLog.lines(t), warnLog.lines(t)
+	infoLines, warnLines := finished(t, infoLog), finished(t, warnLog)
 	if len(infoLines) != 8 || len(warnLines) != 4 {
 		t.Fatalf("%d lines at info (want 8), %d at warn (want 4):\n%v\n%v", len(infoLines), len(warnLines), infoLines, warnLines)
 	}
@@ -180,10 +167,10 @@ func TestAccessLogAtEachLevel(t *testing.T) {
 	}
 	// A panic, recovered into INTERNAL, is logged at warn too.
 	callProbe(t, warn, "unary", "PANIC")
-	for len(warnLog.lines(t)) < 5 && time.Now().Before(deadline) {
+	for len(finished(t, warnLog)) < 5 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if lines := warnLog.lines(t); len(lines) != 5 || lines[4]["level"] != "ERROR" || lines[4]["grpc.code"] != "Internal" {
+	if lines := finished(t, warnLog); len(lines) != 5 || lines[4]["level"] != "ERROR" || lines[4]["grpc.code"] != "Internal" {
 		t.Errorf("after a panic at warn: %v", lines)
 	}
 	if l := warnBy["unary Internal"]; l["level"] != "ERROR" {
