@@ -44,9 +44,10 @@ type StreamParams struct {
 	// TTFBRounds rounds that alternate the variants (so that a slow spell
 	// of the machine falls on both). At 64 callers a first byte waits in
 	// the machine's queue, and a short round's p50 moves with where its
-	// collections fall: with 6,000 calls in 6 rounds the broker's ratio
-	// read 0.99×, 1.40× and 1.40× in three runs of one build; with 24,000
-	// in 12, 1.15×, 1.16× and 1.20× (and 1.07–1.10× at one caller).
+	// collections fall: three runs of -only stream, alternating a suite
+	// with 6,000 calls in 6 rounds and one with 24,000 in 12, read the
+	// broker's ratio 1.36×, 1.44×, 1.10× with the first and 1.25×, 1.18×,
+	// 1.23× with the second.
 	TTFBConcurrency []int
 	TTFBCalls       int
 	TTFBRounds      int
