@@ -110,7 +110,7 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 	defer func() { _ = tx.Rollback() }()
 	type key struct{ tenant, id string }
 	first := map[key]*createReq{}
-	var fresh []*createReq
+	var inserted, fresh []*createReq
 	for _, r := range batch {
 		nt := &r.nt
 		r.next = nt.NotBefore
@@ -139,21 +139,28 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 			return
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
-			// The bounds are checked after the dedup: a second create of
-			// a task the tenant has is answered with it, whatever the
-			// tenant holds. A refused task is deleted again in this
-			// transaction, and the batch's others commit.
-			var be *BoundError
-			switch err := s.admitCreated(ctx, tx, nt.Tenant, nt.ID, int64(len(nt.Request))); {
-			case errors.As(err, &be):
-				r.err = err
-				continue
-			case err != nil:
-				fail(err)
-				return
-			}
-			fresh = append(fresh, r)
+			inserted = append(inserted, r)
 		}
+	}
+	// The bounds are checked after the dedup: a second create of a task
+	// the tenant has is answered with it, whatever the tenant holds. A
+	// refused task is deleted again in this transaction, and the batch's
+	// others commit. They are checked after every insert: an insert may
+	// wait for a dispatch that is updating a task of the same id, and that
+	// dispatch then updates the tenant's counters, so the batch must not
+	// hold their row while it waits (PostgreSQL found that deadlock).
+	for _, r := range inserted {
+		nt := &r.nt
+		var be *BoundError
+		switch err := s.admitCreated(ctx, tx, nt.Tenant, nt.ID, int64(len(nt.Request))); {
+		case errors.As(err, &be):
+			r.err = err
+			continue
+		case err != nil:
+			fail(err)
+			return
+		}
+		fresh = append(fresh, r)
 	}
 	if len(fresh) > 0 {
 		params := make([]river.InsertManyParams, len(fresh))
