@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // StreamChunkSize is the size of the one buffer a streamed body is read
@@ -365,10 +366,21 @@ func (st *streamState) finish(s *callState, at *attempt, f *FinalResponse) {
 	if (st.end == BodyEndUpstreamError || st.end == BodyEndIdleTimeout) && at.rec.Transport == TransportNone {
 		at.rec.Transport, at.rec.Error = TransportBodyIncomplete, st.errMsg
 	}
-	at.span.SetAttributes(attrBodySize.Int64(st.bytes), AttrStreamBodyEnd.String(st.end.String()))
+	if at.span.IsRecording() { // with tracing off, the attributes cost nothing (see startAttemptSpan)
+		recordBodyEnd(at.span, st)
+	}
+}
+
+// recordBodyEnd puts how the body ended on a span that records. It is not
+// inlined: its attributes would take room in body's frame (see
+// callState.run on the stack).
+//
+//go:noinline
+func recordBodyEnd(span trace.Span, st *streamState) {
+	span.SetAttributes(attrBodySize.Int64(st.bytes), AttrStreamBodyEnd.String(st.end.String()))
 	if st.end != BodyEndComplete {
-		at.span.SetAttributes(attrErrorType.String("stream_" + st.end.String()))
-		at.span.SetStatus(codes.Error, st.errMsg)
+		span.SetAttributes(attrErrorType.String("stream_" + st.end.String()))
+		span.SetStatus(codes.Error, st.errMsg)
 	}
 }
 
