@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,12 +12,10 @@ import (
 	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
-// Creation is group-committed: concurrent Creates share one transaction
-// (and, on SQLite, one fsync), and their River jobs are inserted with one
-// InsertManyTx. The first Create to find no transaction running runs one
-// for every Create waiting, then for those that arrived meanwhile, until
-// none is left; the others wait for their result. A batch that fails
-// fails each of its Creates, and none of its tasks is stored.
+// Creation is group-committed (batcher): concurrent Creates share one
+// transaction (and, on SQLite, one fsync), and their River jobs are
+// inserted with one InsertManyTx. A batch that fails fails each of its
+// Creates, and none of its tasks is stored.
 
 // maxCreateBatch bounds the Creates of one transaction.
 const maxCreateBatch = 256
@@ -35,14 +32,6 @@ type createReq struct {
 	task    *Task
 	created bool
 	err     error
-	done    chan struct{}
-}
-
-// createBatcher queues Creates for the transaction that will run them.
-type createBatcher struct {
-	mu      sync.Mutex
-	pending []*createReq
-	running bool
 }
 
 // Create implements Store: the row, the tenant's counters and its River
@@ -59,36 +48,12 @@ func (s *RiverStore) Create(ctx context.Context, nt NewTask) (*Task, bool, error
 	if nt.TraceParent == "" && nt.TraceState == "" {
 		nt.TraceParent, nt.TraceState = traceContextOf(ctx) // the caller's, not the batch runner's
 	}
-	r := &createReq{nt: nt, done: make(chan struct{})}
-	b := &s.creates
-	b.mu.Lock()
-	b.pending = append(b.pending, r)
-	if b.running {
-		b.mu.Unlock()
-		select {
-		case <-r.done:
-			return r.task, r.created, r.err
-		case <-ctx.Done():
-			// The batch may still store the task: a create repeated with
-			// the same task_id then finds it.
-			return nil, false, ctx.Err()
-		}
+	r := &createReq{nt: nt}
+	if err := s.creates.do(ctx, r, maxCreateBatch, createTimeout, s.createBatch); err != nil {
+		// The batch may still store the task: a create repeated with the
+		// same task_id then finds it.
+		return nil, false, err
 	}
-	b.running = true
-	for len(b.pending) > 0 {
-		batch := b.pending[:min(len(b.pending), maxCreateBatch)]
-		b.pending = b.pending[len(batch):]
-		b.mu.Unlock()
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
-		s.createBatch(bctx, batch)
-		cancel()
-		for _, q := range batch {
-			close(q.done)
-		}
-		b.mu.Lock()
-	}
-	b.running = false
-	b.mu.Unlock()
 	return r.task, r.created, r.err
 }
 

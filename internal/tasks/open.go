@@ -122,8 +122,10 @@ type RiverStore struct {
 	prepare  Prepare
 	clock    engine.Clock
 	logger   *slog.Logger
-	creates  createBatcher
-	watches  watchers
+	creates  batcher[*createReq]
+	// moves is the dispatches' moves to RUNNING (transition).
+	moves   batcher[*transitionReq]
+	watches watchers
 	// rescueAfter is WithRescueAfter's d: a dispatch's job timeout.
 	rescueAfter time.Duration
 	limits

@@ -2,9 +2,11 @@ package tasks
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -119,19 +121,123 @@ func outcomeLabel(res *engine.Result, runErr error, v verdict) string {
 }
 
 // transition moves r from its stored state to to; false when the row
-// changed meanwhile (cancelled).
+// changed meanwhile (cancelled). Dispatches' moves are group-committed
+// (batcher, moveBatch): when many tasks fall due at once (a gate reopens
+// on a hundred waiting tasks), each no longer waits for the fsyncs of
+// every move ahead of it on SQLite's one connection before it sends.
 func (s *RiverStore) transition(ctx context.Context, r *row, to State, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ? WHERE seq = ? AND state = ?`),
-		to, nano(now), r.seq, r.State)
-	if err != nil {
+	q := &transitionReq{seq: r.seq, from: r.State, to: to, now: now}
+	if err := s.moves.do(ctx, q, maxMoveBatch, moveTimeout, s.moveBatch); err != nil {
 		return false, fmt.Errorf("tasks: mark %s: %w", to, err)
 	}
-	n, _ := res.RowsAffected()
-	if n == 1 {
+	if q.err != nil {
+		return false, fmt.Errorf("tasks: mark %s: %w", to, q.err)
+	}
+	if q.moved {
 		r.State = to
 		s.changed(r.Tenant, r.ID)
 	}
-	return n == 1, nil
+	return q.moved, nil
+}
+
+// transitionReq is one move of a task's row (seq) from state from to
+// state to, waiting for its batch; moved and err are its result.
+type transitionReq struct {
+	seq      int64
+	from, to State
+	now      time.Time
+	moved    bool
+	err      error
+}
+
+// maxMoveBatch bounds the moves of one batch; moveTimeout bounds its
+// transaction.
+const (
+	maxMoveBatch = 256
+	moveTimeout  = 10 * time.Second
+)
+
+// moveBatch writes a batch of moves: one UPDATE per (from, to) pair, which
+// reports the rows it moved (a row whose state changed meanwhile is not
+// one of them), in one transaction when there are several. update_time is
+// the latest now of the pair's moves. A statement that fails fails every
+// move of the batch, none of which is then written (the dispatches
+// return the error, and River runs them again).
+func (s *RiverStore) moveBatch(ctx context.Context, batch []*transitionReq) {
+	type pair struct{ from, to State }
+	groups := map[pair][]*transitionReq{}
+	var order []pair
+	for _, q := range batch {
+		k := pair{q.from, q.to}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], q)
+	}
+	fail := func(err error) {
+		for _, q := range batch {
+			q.moved, q.err = false, err
+		}
+	}
+	var ex queryer = s.db
+	var tx *sql.Tx
+	if len(order) > 1 {
+		var err error
+		if tx, err = s.db.BeginTx(ctx, nil); err != nil {
+			fail(err)
+			return
+		}
+		defer func() { _ = tx.Rollback() }() // a no-op once committed
+		ex = tx
+	}
+	for _, k := range order {
+		if err := s.movePair(ctx, ex, k.from, k.to, groups[k]); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if tx != nil {
+		if err := tx.Commit(); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// queryer is a *sql.DB or a *sql.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// movePair moves qs, all from from to to, in one statement and marks those
+// it moved.
+func (s *RiverStore) movePair(ctx context.Context, ex queryer, from, to State, qs []*transitionReq) error {
+	var now time.Time
+	args := []any{to, nil, from}
+	bySeq := make(map[int64]*transitionReq, len(qs))
+	for _, q := range qs {
+		if q.now.After(now) {
+			now = q.now
+		}
+		args = append(args, q.seq)
+		bySeq[q.seq] = q
+	}
+	args[1] = nano(now)
+	marks := strings.Repeat(", ?", len(qs))[2:]
+	rows, err := ex.QueryContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ? WHERE state = ? AND seq IN (`+marks+`) RETURNING seq`), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return err
+		}
+		if q := bySeq[seq]; q != nil {
+			q.moved = true
+		}
+	}
+	return rows.Err()
 }
 
 // finish records a dispatch's verdict and tells River what to do next.
