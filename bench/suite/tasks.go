@@ -262,9 +262,10 @@ func (s *suite) tasksBroker(ctx context.Context, store taskStore, name, config s
 
 // createTasks creates n tasks from callers concurrent callers; task i
 // calls url + "/?i=" + i and is due at due(i). It returns the creation
-// rate and the number of failed creates.
-func createTasks(ctx context.Context, client rbv1.BrokerServiceClient, callers, n int, url string, due func(i int) time.Time) (float64, int) {
+// rate and the number of failed creates; the first failure is logged.
+func (s *suite) createTasks(ctx context.Context, client rbv1.BrokerServiceClient, callers, n int, url string, due func(i int) time.Time) (float64, int) {
 	var next, errs atomic.Int64
+	var logged sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range callers {
@@ -284,6 +285,7 @@ func createTasks(ctx context.Context, client rbv1.BrokerServiceClient, callers, 
 				cancel()
 				if err != nil {
 					errs.Add(1)
+					logged.Do(func() { s.logf("tasks: CreateTask of task %d failed: %v", i, err) })
 				}
 			}
 		}()
@@ -351,7 +353,7 @@ func (s *suite) tasksRows(ctx context.Context, p TasksParams, rep *TasksRows, st
 		}
 		hour := time.Now().Add(time.Hour)
 		s.logf("tasks (%s): creating %d tasks from %d callers", rep.Store, p.Created, p.Callers)
-		rep.CreateRate, rep.CreateErrors = createTasks(ctx, client, p.Callers, p.Created, "http://127.0.0.1:9", func(int) time.Time { return hour })
+		rep.CreateRate, rep.CreateErrors = s.createTasks(ctx, client, p.Callers, p.Created, "http://127.0.0.1:9", func(int) time.Time { return hour })
 		time.Sleep(time.Second)
 		if rep.RSSAfter, err = b.rssBytes(); err != nil {
 			return err
@@ -379,7 +381,7 @@ func (s *suite) tasksRows(ctx context.Context, p TasksParams, rep *TasksRows, st
 		createFor := time.Duration(float64(p.Dispatched) / max(rep.CreateRate, 100) * 1.5 * float64(time.Second))
 		dueAt := time.Now().Add(createFor + 2*time.Second)
 		s.logf("tasks (%s): %d tasks due at once", rep.Store, p.Dispatched)
-		if _, n := createTasks(ctx, client, p.Callers, p.Dispatched, up.url, func(int) time.Time { return dueAt }); n > 0 {
+		if _, n := s.createTasks(ctx, client, p.Callers, p.Dispatched, up.url, func(int) time.Time { return dueAt }); n > 0 {
 			return fmt.Errorf("%d creates failed", n)
 		}
 		if time.Now().After(dueAt) {
@@ -409,7 +411,7 @@ func (s *suite) tasksRows(ctx context.Context, p TasksParams, rep *TasksRows, st
 		for i := range p.Lag {
 			due["i="+strconv.Itoa(i)] = base.Add(time.Duration(i) * step).Truncate(time.Microsecond)
 		}
-		if _, n := createTasks(ctx, client, 4, p.Lag, lagUp.url, func(i int) time.Time { return due["i="+strconv.Itoa(i)] }); n > 0 {
+		if _, n := s.createTasks(ctx, client, 4, p.Lag, lagUp.url, func(i int) time.Time { return due["i="+strconv.Itoa(i)] }); n > 0 {
 			return fmt.Errorf("%d creates failed", n)
 		}
 		lagUp.waitAccepted(ctx, p.Lag, p.LagSpread+30*time.Second)
@@ -477,7 +479,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 		}
 		defer stop()
 		now := time.Now()
-		if _, n := createTasks(ctx, client, 4, p.Reopen, up.url, func(int) time.Time { return now }); n > 0 {
+		if _, n := s.createTasks(ctx, client, 4, p.Reopen, up.url, func(int) time.Time { return now }); n > 0 {
 			return fmt.Errorf("%d creates failed", n)
 		}
 		up.waitAccepted(ctx, p.Reopen, time.Minute)
@@ -519,7 +521,7 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 		start := prov.WindowStart(0)
 		time.Sleep(time.Until(start))
 		now := time.Now()
-		if _, n := createTasks(ctx, client, p.Callers, p.Citizenship, prov.URL(), func(int) time.Time { return now }); n > 0 {
+		if _, n := s.createTasks(ctx, client, p.Callers, p.Citizenship, prov.URL(), func(int) time.Time { return now }); n > 0 {
 			return fmt.Errorf("%d creates failed", n)
 		}
 		for ctx.Err() == nil && time.Now().Before(prov.End()) {
