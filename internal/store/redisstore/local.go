@@ -96,7 +96,7 @@ type admitSig struct {
 	firstWindow bool  // the first-window rule applies
 }
 
-func sigOf(req store.AdmitRequest) admitSig {
+func sigOf(req *store.AdmitRequest) admitSig {
 	var sg admitSig
 	if req.Learning.Enabled {
 		sg.learnExpiry = int64(req.Learning.Expiry() / time.Microsecond)
@@ -150,7 +150,7 @@ func newLocalAdmission(s *Store, ttl time.Duration) *localAdmission {
 
 // admit admits req locally when its gate is plain; ok is false when it
 // must go to Redis.
-func (l *localAdmission) admit(req store.AdmitRequest, stateKey, budgetKey string) (store.Admission, bool) {
+func (l *localAdmission) admit(req *store.AdmitRequest, stateKey, budgetKey string) (store.Admission, bool) {
 	if req.Pace.Interval() > 0 {
 		return store.Admission{}, false
 	}
@@ -218,7 +218,7 @@ func (l *localAdmission) mark() uint64 {
 // epoch), or not. A plain answer is kept only when nothing was
 // invalidated since seq, so that no message that arrived while the script
 // ran is overtaken.
-func (l *localAdmission) remember(req store.AdmitRequest, stateKey string, plain bool, epoch int64, seq uint64) {
+func (l *localAdmission) remember(req *store.AdmitRequest, stateKey string, plain bool, epoch int64, seq uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !plain || !l.live || l.seq != seq {
