@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -113,5 +114,136 @@ func TestTransitionsConcurrent(t *testing.T) {
 	stale.State = StateScheduled
 	if ok, err := s.transition(context.Background(), &stale, StateRunning, time.Now()); ok || err != nil {
 		t.Fatalf("a move from a state the row left: moved %v, %v", ok, err)
+	}
+}
+
+type batchKey struct{}
+
+// queued waits until n requests wait in b's queue.
+func queued[T any](t *testing.T, b *batcher[T], n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		got := len(b.pending)
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestBatcherCallerRunsOnlyItsBatch: the request that starts a batch
+// returns when its own batch has run, though others queued meanwhile and
+// their batch still runs (under steady load the queue never empties, and
+// a caller that ran batches until it did was held past its deadline);
+// the others' batch runs without it, with the values of its first
+// request's context, and every request is run once, in order.
+func TestBatcherCallerRunsOnlyItsBatch(t *testing.T) {
+	var b batcher[int]
+	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var mu sync.Mutex
+	var batches [][]int
+	var values []any
+	run := func(ctx context.Context, reqs []int) {
+		mu.Lock()
+		k := len(batches)
+		batches = append(batches, slices.Clone(reqs))
+		values = append(values, ctx.Value(batchKey{}))
+		mu.Unlock()
+		if k < len(release) {
+			<-release[k]
+		}
+	}
+	ctxOf := func(i int) context.Context { return context.WithValue(context.Background(), batchKey{}, i) }
+
+	first := make(chan error, 1)
+	go func() { first <- b.do(ctxOf(0), 0, 2, time.Minute, run) }()
+	for {
+		mu.Lock()
+		n := len(batches)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	others := make(chan error, 3)
+	for i := 1; i <= 3; i++ {
+		go func() { others <- b.do(ctxOf(i), i, 2, time.Minute, run) }()
+		queued(t, &b, i)
+	}
+	close(release[0]) // the first batch ends; the second blocks in run
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request is still held by the batches queued after it")
+	}
+	close(release[1])
+	for range 3 {
+		select {
+		case err := <-others:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a queued request never ran")
+		}
+	}
+	b.wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if want := [][]int{{0}, {1, 2}, {3}}; !slices.EqualFunc(batches, want, slices.Equal[[]int]) {
+		t.Fatalf("batches %v, want %v", batches, want)
+	}
+	if want := []any{0, 1, 3}; !slices.Equal(values, want) {
+		t.Fatalf("batch contexts carried %v, want %v", values, want)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running || len(b.pending) != 0 {
+		t.Fatalf("after wait: running %v, %d pending", b.running, len(b.pending))
+	}
+}
+
+// TestBatcherSteadyLoad: 16 callers submit back to back for a while, as a
+// CreateTask load does; every call returns within a few batches' time, not
+// when the load ends, and the batcher is idle after.
+func TestBatcherSteadyLoad(t *testing.T) {
+	var b batcher[int]
+	const batchTime = 2 * time.Millisecond
+	run := func(context.Context, []int) { time.Sleep(batchTime) }
+	stop := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var worst time.Duration
+	for c := range 16 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				if err := b.do(context.Background(), c, 4, time.Minute, run); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				worst = max(worst, time.Since(t0))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	b.wait()
+	// 16 callers, 4 per batch: a call waits for at most the batch running
+	// and four more; allow a wide margin for a loaded machine, far below
+	// the load's second.
+	if worst > 300*time.Millisecond {
+		t.Fatalf("slowest call took %v under steady load (a batch takes %v)", worst, batchTime)
 	}
 }

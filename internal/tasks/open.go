@@ -349,8 +349,8 @@ func (s *RiverStore) Start(ctx context.Context) error {
 }
 
 // Close stops dispatching (a running dispatch is given until ctx ends,
-// then canceled: its task runs again on the next start) and closes the
-// database.
+// then canceled: its task runs again on the next start), waits for the
+// batches of creates and moves that still run, and closes the database.
 func (s *RiverStore) Close(ctx context.Context) error {
 	if s.stopSweep != nil {
 		s.stopSweep()
@@ -365,6 +365,10 @@ func (s *RiverStore) Close(ctx context.Context) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		err = s.client.StopAndCancel(context.Background())
 	}
+	// A batch that runs for requests whose callers have left (the
+	// batcher's own goroutine) ends within its timeout.
+	s.creates.wait()
+	s.moves.wait()
 	return errors.Join(err, s.db.Close())
 }
 
