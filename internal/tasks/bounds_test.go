@@ -225,3 +225,78 @@ func TestStoredResponseBodyCapped(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateBatchRows: one batch of 102 creates, written with multi-row
+// statements in chunks (64 + 32 + 4 + 1 distinct tasks): tenant a, with
+// one task stored before and a bound of 60 pending, gets its first 59 new
+// tasks and has the next 11 refused (one by one, once the whole batch does
+// not fit), a second create of a task in the same batch and a create of
+// the task it had are answered with those tasks; tenant b's 30 all fit
+// (reserved at once). Every stored task is linked to the River job made
+// for it, the counters match, and refused tasks are not stored.
+func TestCreateBatchRows(t *testing.T) { eachBackend(t, testCreateBatchRows) }
+
+func testCreateBatchRows(t *testing.T, b backend) {
+	s := open(t, b, b.place(t), policy(t, nil), tasks.WithMaxPendingPerTenant(60))
+	ctx := t.Context()
+	later := time.Now().Add(time.Hour)
+	req := request(t, "GET", "http://127.0.0.1:1/")
+	had, _, err := s.Create(ctx, tasks.NewTask{Tenant: "a", ID: "had", NotBefore: later, Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nts []tasks.NewTask
+	for i := range 70 {
+		nts = append(nts, tasks.NewTask{Tenant: "a", ID: fmt.Sprint("a", i), NotBefore: later, Request: req})
+		if i == 5 {
+			nts = append(nts, tasks.NewTask{Tenant: "b", ID: "b-first", NotBefore: later, Request: req})
+		}
+	}
+	nts = append(nts, tasks.NewTask{Tenant: "a", ID: "a5", NotBefore: later, Request: req, IdempotencyKey: "other"})
+	nts = append(nts, tasks.NewTask{Tenant: "a", ID: "had", NotBefore: later, Request: req})
+	for i := range 29 {
+		nts = append(nts, tasks.NewTask{Tenant: "b", ID: fmt.Sprint("b", i), NotBefore: later, Request: req})
+	}
+	got, created, errs := s.CreateBatch(ctx, nts)
+	keyOf := map[string]string{}
+	for i, nt := range nts {
+		name := nt.Tenant + "/" + nt.ID
+		var n int
+		_, _ = fmt.Sscanf(nt.ID, "a%d", &n)
+		switch {
+		case nt.ID == "had":
+			if errs[i] != nil || created[i] || got[i].IdempotencyKey != had.IdempotencyKey {
+				t.Fatalf("%s: %v, created %v, %+v; want the task stored before", name, errs[i], created[i], got[i])
+			}
+		case nt.IdempotencyKey == "other":
+			if errs[i] != nil || created[i] || got[i].IdempotencyKey != keyOf[name] {
+				t.Fatalf("%s again: %v, created %v, %+v; want the batch's first create of it", name, errs[i], created[i], got[i])
+			}
+		case nt.Tenant == "a" && n >= 59:
+			if boundOf(errs[i]) == "" {
+				t.Fatalf("%s: %v, created %v; want refused by the bound", name, errs[i], created[i])
+			}
+			if _, err := s.Get(ctx, nt.Tenant, nt.ID); !errors.Is(err, tasks.ErrNotFound) {
+				t.Fatalf("%s refused, yet Get: %v", name, err)
+			}
+		default:
+			if errs[i] != nil || !created[i] || got[i].ID != nt.ID {
+				t.Fatalf("%s: %v, created %v, %+v; want created", name, errs[i], created[i], got[i])
+			}
+			keyOf[name] = got[i].IdempotencyKey
+			tenant, id, err := s.RiverJobTask(ctx, nt.Tenant, nt.ID)
+			if err != nil || tenant != nt.Tenant || id != nt.ID {
+				t.Fatalf("%s is linked to the job of %s/%s (%v)", name, tenant, id, err)
+			}
+		}
+	}
+	if len(keyOf) != 59+30 {
+		t.Fatalf("%d tasks created, want 89", len(keyOf))
+	}
+	if p, _ := usage(t, s, "a"); p != 60 {
+		t.Fatalf("tenant a counts %d pending, want 60", p)
+	}
+	if p, _ := usage(t, s, "b"); p != 30 {
+		t.Fatalf("tenant b counts %d pending, want 30", p)
+	}
+}

@@ -20,9 +20,9 @@ import (
 // maxCreateBatch bounds the Creates of one transaction.
 const maxCreateBatch = 256
 
-// createTimeout bounds one batch's transaction: the Create that runs it
-// runs the others' work too, so its own context's cancellation is not
-// used, only its values.
+// createTimeout bounds one batch's transaction: a batch holds others'
+// creates too, so no caller's cancellation applies to it, only the values
+// of its first request's context.
 const createTimeout = 30 * time.Second
 
 // createReq is one Create waiting for its batch.
@@ -73,9 +73,8 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		return
 	}
 	defer func() { _ = tx.Rollback() }()
-	type key struct{ tenant, id string }
-	first := map[key]*createReq{}
-	var inserted, fresh []*createReq
+	first := map[taskKey]*createReq{}
+	var cands, fresh []*createReq
 	for _, r := range batch {
 		nt := &r.nt
 		r.next = nt.NotBefore
@@ -85,27 +84,17 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		if nt.NotBefore.IsZero() {
 			nt.NotBefore = now
 		}
-		k := key{nt.Tenant, nt.ID}
+		k := taskKey{nt.Tenant, nt.ID}
 		if first[k] != nil {
 			continue // the same id earlier in this batch: answered after the commit
 		}
 		first[k] = r
-		res, err := tx.ExecContext(ctx, s.sql(`INSERT INTO retrybroker_task
-			(tenant, task_id, policy, state, not_before, give_up_after, create_time, update_time, next_run_time,
-			 wait_reason, idempotency_key, dispatches, outcome, error, attempts, response, request, job_id,
-			 callback_url, callback_state, trace_parent, trace_state)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0, ?, ?, ?, ?)
-			ON CONFLICT (tenant, task_id) DO NOTHING`),
-			nt.Tenant, nt.ID, nt.Policy, StateScheduled, nano(nt.NotBefore), nano(nt.GiveUpAfter),
-			nano(now), nano(now), nano(r.next), nt.IdempotencyKey, nt.Request,
-			nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), nt.TraceParent, nt.TraceState)
-		if err != nil {
-			fail(fmt.Errorf("tasks: insert: %w", err))
-			return
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			inserted = append(inserted, r)
-		}
+		cands = append(cands, r)
+	}
+	inserted, err := s.insertTasks(ctx, tx, cands, now)
+	if err != nil {
+		fail(err)
+		return
 	}
 	// The bounds are checked after the dedup: a second create of a task
 	// the tenant has is answered with it, whatever the tenant holds. A
@@ -114,18 +103,9 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 	// wait for a dispatch that is updating a task of the same id, and that
 	// dispatch then updates the tenant's counters, so the batch must not
 	// hold their row while it waits (PostgreSQL found that deadlock).
-	for _, r := range inserted {
-		nt := &r.nt
-		var be *BoundError
-		switch err := s.admitCreated(ctx, tx, nt.Tenant, nt.ID, int64(len(nt.Request))); {
-		case errors.As(err, &be):
-			r.err = err
-			continue
-		case err != nil:
-			fail(err)
-			return
-		}
-		fresh = append(fresh, r)
+	if fresh, err = s.admitBatch(ctx, tx, inserted); err != nil {
+		fail(err)
+		return
 	}
 	if len(fresh) > 0 {
 		params := make([]river.InsertManyParams, len(fresh))
@@ -144,12 +124,13 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 			fail(fmt.Errorf("tasks: schedule: River inserted %d jobs for %d tasks", len(jobs), len(fresh)))
 			return
 		}
-		for i, r := range fresh {
-			if _, err := tx.ExecContext(ctx, s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE tenant = ? AND task_id = ?`),
-				jobs[i].Job.ID, r.nt.Tenant, r.nt.ID); err != nil {
-				fail(fmt.Errorf("tasks: link job: %w", err))
-				return
-			}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.Job.ID
+		}
+		if err := s.linkJobs(ctx, tx, fresh, ids); err != nil {
+			fail(err)
+			return
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -170,7 +151,7 @@ func (s *RiverStore) createBatch(ctx context.Context, batch []*createReq) {
 		}, true
 	}
 	for _, r := range batch {
-		if f := first[key{r.nt.Tenant, r.nt.ID}]; f != r && f.err != nil {
+		if f := first[taskKey{r.nt.Tenant, r.nt.ID}]; f != r && f.err != nil {
 			r.err = f.err // the same id, refused earlier in this batch
 			continue
 		}
