@@ -29,6 +29,7 @@ const createTimeout = 30 * time.Second
 type createReq struct {
 	nt      NewTask
 	next    time.Time // when it is first due
+	seq     int64     // its row's key, once inserted
 	task    *Task
 	created bool
 	err     error

@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// A batch of creates writes its rows with a few multi-row statements, not
-// with one statement per task: on PostgreSQL each statement is a round
-// trip to the server, and a batch of 32 creates cost 4 × 32 of them
-// (insert, the tenant's two counter statements, the job link). Rows go in
+// A batch of creates inserts its rows with multi-row statements and
+// reserves each tenant's tasks at once, not with statements per task: on
+// PostgreSQL each statement is a round trip to the server, and a batch of
+// 32 creates cost 4 × 32 of them (insert, the tenant's two counter
+// statements, the job link); the job links are still one per task. Rows go in
 // chunks of 64, 32, 16, 8, 4, 2 and 1, so that a statement's text is one
 // of seven per kind: SQLite's statement cache (stmtcache.go) and pgx's
 // keep each text once.
@@ -77,20 +78,14 @@ const (
 	 callback_url, callback_state, trace_parent, trace_state)
 	VALUES `
 	insertTaskRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, 0, 0, '', '[]', NULL, ?, 0, ?, ?, ?, ?)`
-	insertTaskTail = ` ON CONFLICT (tenant, task_id) DO NOTHING RETURNING tenant, task_id`
-
-	// The columns of a VALUES list are column1, column2, ... in both
-	// SQLite and PostgreSQL.
-	linkHead = `UPDATE retrybroker_task AS t SET job_id = v.column3 FROM (VALUES `
-	linkRow  = `(?, ?, CAST(? AS BIGINT))`
-	linkTail = `) AS v WHERE t.tenant = v.column1 AND t.task_id = v.column2`
+	insertTaskTail = ` ON CONFLICT (tenant, task_id) DO NOTHING RETURNING seq, tenant, task_id`
 )
 
 // insertTasks inserts the rows of cands (distinct tasks) in tx and returns
 // those it inserted, in cands' order: a task its tenant already has is not
 // among them.
 func (s *RiverStore) insertTasks(ctx context.Context, tx *sql.Tx, cands []*createReq, now time.Time) ([]*createReq, error) {
-	got := make(map[taskKey]bool, len(cands))
+	got := make(map[taskKey]int64, len(cands))
 	err := chunked(len(cands), func(lo, hi int) error {
 		args := make([]any, 0, 15*(hi-lo))
 		for _, r := range cands[lo:hi] {
@@ -106,10 +101,11 @@ func (s *RiverStore) insertTasks(ctx context.Context, tx *sql.Tx, cands []*creat
 		defer rows.Close()
 		for rows.Next() {
 			var k taskKey
-			if err := rows.Scan(&k.tenant, &k.id); err != nil {
+			var seq int64
+			if err := rows.Scan(&seq, &k.tenant, &k.id); err != nil {
 				return err
 			}
-			got[k] = true
+			got[k] = seq
 		}
 		return rows.Err()
 	})
@@ -118,7 +114,8 @@ func (s *RiverStore) insertTasks(ctx context.Context, tx *sql.Tx, cands []*creat
 	}
 	inserted := make([]*createReq, 0, len(got))
 	for _, r := range cands {
-		if got[taskKey{r.nt.Tenant, r.nt.ID}] {
+		if seq, ok := got[taskKey{r.nt.Tenant, r.nt.ID}]; ok {
+			r.seq = seq
 			inserted = append(inserted, r)
 		}
 	}
@@ -179,24 +176,23 @@ func (s *RiverStore) admitBatch(ctx context.Context, tx execer, inserted []*crea
 }
 
 // linkJobs records in each task's row of fresh the id of its River job
-// (ids, in the same order).
+// (ids, in the same order), one statement per row, by seq, the primary
+// key. (One multi-row statement per chunk, with seq IN (...) or (tenant,
+// task_id IN (...)), was planned by PostgreSQL, whose statistics lag
+// behind a table that grows this fast, as a scan of the whole table or of
+// the tenant's (tenant, state) index for minutes at a time: up to 90 ms a
+// statement of 64 rows at 77,000 tasks. A single-row update by primary key
+// is an index lookup whatever the statistics say.)
 func (s *RiverStore) linkJobs(ctx context.Context, tx execer, fresh []*createReq, ids []int64) error {
-	err := chunked(len(fresh), func(lo, hi int) error {
-		args := make([]any, 0, 3*(hi-lo))
-		for i, r := range fresh[lo:hi] {
-			args = append(args, r.nt.Tenant, r.nt.ID, ids[lo+i])
-		}
-		res, err := tx.ExecContext(ctx, s.multiRow("link", linkHead, linkRow, linkTail, hi-lo), args...)
+	q := s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE seq = ?`)
+	for i, r := range fresh {
+		res, err := tx.ExecContext(ctx, q, ids[i], r.seq)
 		if err != nil {
-			return err
+			return fmt.Errorf("tasks: link job: %w", err)
 		}
-		if n, err := res.RowsAffected(); err == nil && n != int64(hi-lo) {
-			return fmt.Errorf("%d rows linked of %d", n, hi-lo)
+		if n, err := res.RowsAffected(); err == nil && n != 1 {
+			return fmt.Errorf("tasks: link job: %d rows linked for task %q", n, r.nt.ID)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("tasks: link job: %w", err)
 	}
 	return nil
 }
