@@ -119,21 +119,38 @@ func TestTransitionsConcurrent(t *testing.T) {
 
 type batchKey struct{}
 
+// within fails the test unless cond holds within 10 s; what names it.
+func within(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: not %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // queued waits until n requests wait in b's queue.
 func queued[T any](t *testing.T, b *batcher[T], n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	within(t, fmt.Sprintf("%d requests queued", n), func() bool {
 		b.mu.Lock()
-		got := len(b.pending)
-		b.mu.Unlock()
-		if got == n {
-			return
+		defer b.mu.Unlock()
+		return len(b.pending) == n
+	})
+}
+
+// returned fails the test unless ch gives a nil error within 10 s.
+func returned(t *testing.T, ch <-chan error, msg string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal(msg)
 	}
 }
 
@@ -163,39 +180,21 @@ func TestBatcherCallerRunsOnlyItsBatch(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { first <- b.do(ctxOf(0), 0, 2, time.Minute, run) }()
-	for {
+	within(t, "the first batch running", func() bool {
 		mu.Lock()
-		n := len(batches)
-		mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(batches) == 1
+	})
 	others := make(chan error, 3)
 	for i := 1; i <= 3; i++ {
 		go func() { others <- b.do(ctxOf(i), i, 2, time.Minute, run) }()
 		queued(t, &b, i)
 	}
 	close(release[0]) // the first batch ends; the second blocks in run
-	select {
-	case err := <-first:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first request is still held by the batches queued after it")
-	}
+	returned(t, first, "the first request is still held by the batches queued after it")
 	close(release[1])
 	for range 3 {
-		select {
-		case err := <-others:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a queued request never ran")
-		}
+		returned(t, others, "a queued request never ran")
 	}
 	b.wait()
 	mu.Lock()

@@ -14,10 +14,10 @@ import (
 // reserves each tenant's tasks at once, not with statements per task: on
 // PostgreSQL each statement is a round trip to the server, and a batch of
 // 32 creates cost 4 × 32 of them (insert, the tenant's two counter
-// statements, the job link); the job links are still one per task. Rows go in
-// chunks of 64, 32, 16, 8, 4, 2 and 1, so that a statement's text is one
-// of seven per kind: SQLite's statement cache (stmtcache.go) and pgx's
-// keep each text once.
+// statements, the job link); the job links are still one per task. Rows
+// go in chunks of 64, 32, 16, 8, 4, 2 and 1, so that the insert's text is
+// one of seven: SQLite's statement cache (stmtcache.go) and pgx's keep
+// each text once.
 
 // taskKey names a task: its tenant and id.
 type taskKey struct{ tenant, id string }
@@ -40,34 +40,23 @@ func chunked(n int, f func(lo, hi int) error) error {
 	return nil
 }
 
-// multiSQL caches the text of a multi-row statement by kind, dialect and
-// row count.
-var multiSQL sync.Map // multiKey → string
+// insertSQLs caches insertSQL's text by dialect and row count.
+var insertSQLs sync.Map // insertKey → string
 
-type multiKey struct {
-	kind     string
+type insertKey struct {
 	postgres bool
 	rows     int
 }
 
-// multiRow returns head, then rows copies of row separated by commas, then
-// tail, in the store's placeholder syntax.
-func (s *RiverStore) multiRow(kind, head, row, tail string, rows int) string {
-	k := multiKey{kind, s.postgres, rows}
-	if q, ok := multiSQL.Load(k); ok {
+// insertSQL is the INSERT of rows tasks, in the store's placeholder
+// syntax.
+func (s *RiverStore) insertSQL(rows int) string {
+	k := insertKey{s.postgres, rows}
+	if q, ok := insertSQLs.Load(k); ok {
 		return q.(string)
 	}
-	var b strings.Builder
-	b.WriteString(head)
-	for i := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(row)
-	}
-	b.WriteString(tail)
-	q := s.sql(b.String())
-	multiSQL.Store(k, q)
+	q := s.sql(insertTaskHead + strings.Repeat(insertTaskRow+", ", rows-1) + insertTaskRow + insertTaskTail)
+	insertSQLs.Store(k, q)
 	return q
 }
 
@@ -94,7 +83,7 @@ func (s *RiverStore) insertTasks(ctx context.Context, tx *sql.Tx, cands []*creat
 				nano(now), nano(now), nano(r.next), nt.IdempotencyKey, nt.Request,
 				nt.CallbackURL, callbackStateAtCreate(nt.CallbackURL), nt.TraceParent, nt.TraceState)
 		}
-		rows, err := tx.QueryContext(ctx, s.multiRow("insert", insertTaskHead, insertTaskRow, insertTaskTail, hi-lo), args...)
+		rows, err := tx.QueryContext(ctx, s.insertSQL(hi-lo), args...)
 		if err != nil {
 			return err
 		}
@@ -177,12 +166,10 @@ func (s *RiverStore) admitBatch(ctx context.Context, tx execer, inserted []*crea
 
 // linkJobs records in each task's row of fresh the id of its River job
 // (ids, in the same order), one statement per row, by seq, the primary
-// key. (One multi-row statement per chunk, with seq IN (...) or (tenant,
-// task_id IN (...)), was planned by PostgreSQL, whose statistics lag
-// behind a table that grows this fast, as a scan of the whole table or of
-// the tenant's (tenant, state) index for minutes at a time: up to 90 ms a
-// statement of 64 rows at 77,000 tasks. A single-row update by primary key
-// is an index lookup whatever the statistics say.)
+// key: a single-row update by primary key is an index lookup whatever
+// PostgreSQL's statistics say. As one multi-row statement per chunk, it
+// was planned badly for minutes at a time while the table grew (see
+// docs/tasks.md, "Storage: River").
 func (s *RiverStore) linkJobs(ctx context.Context, tx execer, fresh []*createReq, ids []int64) error {
 	q := s.sql(`UPDATE retrybroker_task SET job_id = ? WHERE seq = ?`)
 	for i, r := range fresh {
