@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -157,31 +156,25 @@ const (
 	moveTimeout  = 10 * time.Second
 )
 
-// moveBatch writes a batch of moves: one UPDATE per (from, to) pair, which
-// reports the rows it moved (a row whose state changed meanwhile is not
-// one of them), in one transaction when there are several. update_time is
-// the latest now of the pair's moves. A statement that fails fails every
-// move of the batch, none of which is then written (the dispatches
-// return the error, and River runs them again).
+// moveBatch writes a batch of moves, in one transaction when there are
+// several (one commit, one fsync on SQLite): each is one UPDATE by seq,
+// the primary key, conditional on the state it expects, so a row whose
+// state changed meanwhile is not moved. (A multi-row UPDATE with seq
+// IN (...) would make a statement text per batch size, each kept in
+// SQLite's statement cache, and is planned badly by PostgreSQL while its
+// statistics lag behind the table, as the job links of creates were; see
+// linkJobs.) A statement that fails fails every move of the batch, none
+// of which is then written (the dispatches return the error, and River
+// runs them again).
 func (s *RiverStore) moveBatch(ctx context.Context, batch []*transitionReq) {
-	type pair struct{ from, to State }
-	groups := map[pair][]*transitionReq{}
-	var order []pair
-	for _, q := range batch {
-		k := pair{q.from, q.to}
-		if groups[k] == nil {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], q)
-	}
 	fail := func(err error) {
 		for _, q := range batch {
 			q.moved, q.err = false, err
 		}
 	}
-	var ex queryer = s.db
+	var ex execer = s.db
 	var tx *sql.Tx
-	if len(order) > 1 {
+	if len(batch) > 1 {
 		var err error
 		if tx, err = s.db.BeginTx(ctx, nil); err != nil {
 			fail(err)
@@ -190,54 +183,25 @@ func (s *RiverStore) moveBatch(ctx context.Context, batch []*transitionReq) {
 		defer func() { _ = tx.Rollback() }() // a no-op once committed
 		ex = tx
 	}
-	for _, k := range order {
-		if err := s.movePair(ctx, ex, k.from, k.to, groups[k]); err != nil {
+	stmt := s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ? WHERE seq = ? AND state = ?`)
+	for _, q := range batch {
+		res, err := ex.ExecContext(ctx, stmt, q.to, nano(q.now), q.seq, q.from)
+		if err != nil {
 			fail(err)
 			return
 		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			fail(err)
+			return
+		}
+		q.moved = n == 1
 	}
 	if tx != nil {
 		if err := tx.Commit(); err != nil {
 			fail(err)
 		}
 	}
-}
-
-// queryer is a *sql.DB or a *sql.Tx.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// movePair moves qs, all from from to to, in one statement and marks those
-// it moved.
-func (s *RiverStore) movePair(ctx context.Context, ex queryer, from, to State, qs []*transitionReq) error {
-	var now time.Time
-	args := []any{to, nil, from}
-	bySeq := make(map[int64]*transitionReq, len(qs))
-	for _, q := range qs {
-		if q.now.After(now) {
-			now = q.now
-		}
-		args = append(args, q.seq)
-		bySeq[q.seq] = q
-	}
-	args[1] = nano(now)
-	marks := strings.Repeat(", ?", len(qs))[2:]
-	rows, err := ex.QueryContext(ctx, s.sql(`UPDATE retrybroker_task SET state = ?, update_time = ? WHERE state = ? AND seq IN (`+marks+`) RETURNING seq`), args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return err
-		}
-		if q := bySeq[seq]; q != nil {
-			q.moved = true
-		}
-	}
-	return rows.Err()
 }
 
 // finish records a dispatch's verdict and tells River what to do next.
