@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +96,75 @@ func openBench(b *testing.B, be backend) *tasks.RiverStore {
 		_ = s.Close(ctx)
 	})
 	return s
+}
+
+// BenchmarkTaskLag measures the dispatch lag after not_before of tasks due
+// one by one: 200 tasks due over 4 s, from 1 s after their creation (so
+// each is dispatched early once and snoozed to its time, see insertAt),
+// against a loopback upstream that notes when each arrives. Reported as
+// the lag's p50, p99 and max over every run, in ms; the suite's target is
+// p99 ≤ 100 ms. SQLite's p99 was 94-268 ms in 4 runs of 6 before runPad
+// (a job fetched in the millisecond before its task's time snoozed again).
+func BenchmarkTaskLag(b *testing.B) {
+	const n, spread = 200, 4 * time.Second
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			var mu sync.Mutex
+			arrived := map[string]time.Time{}
+			up := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				arrived[r.URL.Query().Get("i")] = time.Now()
+				mu.Unlock()
+			}))
+			b.Cleanup(up.Close)
+			var lags []time.Duration
+			for run := range b.N {
+				s := openBench(b, be)
+				if err := s.Start(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				base := time.Now().Add(time.Second)
+				due := map[string]time.Time{}
+				for j := range n {
+					key := fmt.Sprintf("%d-%d", run, j)
+					due[key] = base.Add(time.Duration(j) * spread / n)
+					nt := tasks.NewTask{Tenant: "a", ID: key, NotBefore: due[key], Request: request(b, "GET", up.URL+"/?i="+key)}
+					if _, _, err := s.Create(context.Background(), nt); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sent := func() int {
+					mu.Lock()
+					defer mu.Unlock()
+					k := 0
+					for key := range due {
+						if _, ok := arrived[key]; ok {
+							k++
+						}
+					}
+					return k
+				}
+				for deadline := base.Add(spread + time.Minute); sent() < n; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						b.Fatalf("%d of %d tasks sent a minute after the last was due", sent(), n)
+					}
+				}
+				mu.Lock()
+				for key, d := range due {
+					if arrived[key].Before(d) {
+						b.Errorf("task %s sent %s before its not_before", key, d.Sub(arrived[key]))
+					}
+					lags = append(lags, arrived[key].Sub(d))
+				}
+				mu.Unlock()
+			}
+			slices.Sort(lags)
+			ms := func(q float64) float64 {
+				return float64(lags[int(q*float64(len(lags)-1))].Microseconds()) / 1000
+			}
+			b.ReportMetric(ms(0.5), "p50-ms")
+			b.ReportMetric(ms(0.99), "p99-ms")
+			b.ReportMetric(ms(1), "max-ms")
+		})
+	}
 }
