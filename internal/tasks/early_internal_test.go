@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -40,18 +41,22 @@ func TestEarlyDispatchHasAShortTimeout(t *testing.T) {
 // the millisecond, rounded (riversqlite's timeString: UTC, Round(ms)), and
 // River's fetch takes a job once the current millisecond reaches that
 // time. For a task due at any microsecond of a millisecond, the time the
-// store gives River (the early dispatch's snooze, a scheduled insert) is
-// stored at least half a millisecond after the task's time, so the job is
-// fetched after it whether SQLite's now is truncated or rounded, and the
-// run that fetch starts (attempted_at, at least the stored time) is not
-// taken for the early dispatch.
+// store gives River (snooze's, as River adds it to its now, and
+// insertAt's) is stored at least half a millisecond after the task's
+// time, so the job is fetched after it whether SQLite's now is truncated
+// or rounded, and the run that fetch starts (attempted_at, at least the
+// stored time) is not taken for the early dispatch.
 func TestRunTimesSurviveMillisecondRounding(t *testing.T) {
 	stored := func(at time.Time) time.Time { return at.UTC().Round(time.Millisecond) }
 	base := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
 	for us := range 1000 {
 		due := base.Add(2*time.Second + time.Duration(us)*time.Microsecond)
 		now := base // the early dispatch, at the task's creation
-		snoozed := stored(now.Add(max(due.Sub(now), 0) + runPad))
+		var se *rivertype.JobSnoozeError
+		if !errors.As(snooze(due.Sub(now)), &se) {
+			t.Fatal("snooze does not snooze")
+		}
+		snoozed := stored(now.Add(se.Duration))
 		inserted := stored(insertAt(base.Add(-time.Minute), due))
 		for name, at := range map[string]time.Time{"snooze": snoozed, "insert": inserted} {
 			if at.Before(due.Add(time.Millisecond / 2)) {

@@ -103,8 +103,9 @@ func openBench(b *testing.B, be backend) *tasks.RiverStore {
 // each is dispatched early once and snoozed to its time, see insertAt),
 // against a loopback upstream that notes when each arrives. Reported as
 // the lag's p50, p99 and max over every run, in ms; the suite's target is
-// p99 ≤ 100 ms. SQLite's p99 was 94-268 ms in 4 runs of 6 before runPad
-// (a job fetched in the millisecond before its task's time snoozed again).
+// p99 ≤ 100 ms. With runPad set to 0, SQLite's p99 was 116-242 ms in 6
+// runs of 6 (a job fetched in the millisecond before its task's time
+// snoozed again).
 func BenchmarkTaskLag(b *testing.B) {
 	const n, spread = 200, 4 * time.Second
 	for _, be := range backends {
