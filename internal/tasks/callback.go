@@ -19,6 +19,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -198,11 +201,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[callbackArgs])
 	if r.callbackID != job.Args.CallbackID || r.Callback != CallbackPending {
 		return nil
 	}
-	refused, permanent, tryErr := s.tryCallback(ctx, r)
+	tries := r.CallbackAttempts + 1
+	sctx, span := s.callbackSpan(ctx, r, tries)
+	defer span.End()
+	refused, permanent, tryErr := s.tryCallback(sctx, r)
 	if ctx.Err() != nil {
+		span.SetStatus(codes.Error, "interrupted: the broker is stopping")
 		return river.JobSnooze(0) // stopping: the try runs again at the next start
 	}
-	tries := r.CallbackAttempts + 1
 	state, msg, result := CallbackDelivered, "", "delivered"
 	switch {
 	case tryErr == nil:
@@ -220,7 +226,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[callbackArgs])
 	if err != nil {
 		return fmt.Errorf("tasks: record callback: %w", err)
 	}
-	s.obs.TaskCallbackDone(result)
+	s.callbackDone(span, result, tryErr)
 	if n, _ := res.RowsAffected(); n == 1 && state == CallbackPending {
 		return river.JobSnooze(s.cb.delay(tries))
 	}
@@ -264,6 +270,11 @@ func (s *RiverStore) tryCallback(ctx context.Context, r *row) (refused, permanen
 	req.Header.Set("Webhook-Id", r.callbackID)
 	req.Header.Set("Webhook-Timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("Webhook-Signature", Sign(keys, r.callbackID, ts, body))
+	// The try's span (task.callback) reaches the receiver as W3C trace
+	// context, as an attempt's does its upstream; with tracing off the
+	// span is not valid and nothing is added. The signature does not cover
+	// headers.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := call.Client.Do(req)
 	if err != nil {
 		var re *egress.RefusedError
@@ -274,6 +285,9 @@ func (s *RiverStore) tryCallback(ctx context.Context, r *row) (refused, permanen
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, CallbackMaxDrain))
 	_ = resp.Body.Close()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrStatus.Int(resp.StatusCode))
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return false, false, fmt.Errorf("the receiver answered %d", resp.StatusCode)
 	}

@@ -7,18 +7,26 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -33,6 +41,7 @@ const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // delivery is what the callback receiver saw of one POST.
 type delivery struct {
 	id, timestamp, signature, contentType string
+	traceparent                           string
 	body                                  []byte
 }
 
@@ -54,7 +63,8 @@ func newReceiver(t *testing.T, statuses ...int) *receiver {
 		status := rc.statuses[min(len(rc.got), len(rc.statuses)-1)]
 		rc.got = append(rc.got, delivery{
 			id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"),
-			signature: r.Header.Get("webhook-signature"), contentType: r.Header.Get("Content-Type"), body: body,
+			signature: r.Header.Get("webhook-signature"), contentType: r.Header.Get("Content-Type"),
+			traceparent: r.Header.Get("traceparent"), body: body,
 		})
 		rc.mu.Unlock()
 		w.WriteHeader(status)
@@ -243,6 +253,99 @@ func TestCallbackRetriedWithSameID(t *testing.T) {
 	}
 	for _, d := range got {
 		verifyStandardWebhook(t, testSecret, d)
+	}
+}
+
+// TestCallbackSpanPerTry: each try of a callback is a task.callback span
+// (a client span, a new root linked to the CreateTask call's span, as a
+// dispatch's is) that says which try it was, how it went and the
+// receiver's status, with an error status for the failed try; each try's
+// W3C trace context reaches the receiver, so a receiver that traces can
+// join the try's trace. Nothing on the spans names the callback URL's
+// path or query (a receiver's token) or the signature.
+func TestCallbackSpanPerTry(t *testing.T) {
+	up := newUpstream(t, reply{status: 200})
+	rc := newReceiver(t, 500, 200)
+	p := policy(t, nil)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	s := openCallbacks(t, filepath.Join(t.TempDir(), "tasks.db"), guardedPrepare(t, p, loopback), callbackSecret(t, testSecret),
+		tasks.WithTracer(tp.Tracer("tasks")))
+	cctx, createSpan := tp.Tracer("test").Start(t.Context(), "CreateTask")
+	const token = "s3cret-receiver-token"
+	if _, _, err := s.Create(cctx, tasks.NewTask{Tenant: "a", ID: "sp", Request: request(t, "GET", up.URL), CallbackURL: rc.URL + "/hook/" + token + "?token=" + token}); err != nil {
+		t.Fatal(err)
+	}
+	createSpan.End()
+	done := waitFor(t, s, "a", "sp", callbackSettled)
+	if done.Callback != tasks.CallbackDelivered || done.CallbackAttempts != 2 {
+		t.Fatalf("callback %s after %d tries, want delivered after 2", done.Callback, done.CallbackAttempts)
+	}
+	var spans []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(10 * time.Second); len(spans) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d task.callback spans ended, want 2", len(spans))
+		}
+		spans = spans[:0]
+		for _, sp := range rec.Ended() {
+			if sp.Name() == "task.callback" {
+				spans = append(spans, sp)
+			}
+		}
+	}
+	if len(spans) != 2 {
+		t.Fatalf("%d task.callback spans, want 2", len(spans))
+	}
+	attrs := func(sp sdktrace.ReadOnlySpan) map[string]string {
+		m := map[string]string{}
+		for _, kv := range sp.Attributes() {
+			m[string(kv.Key)] = kv.Value.String()
+		}
+		return m
+	}
+	slices.SortFunc(spans, func(a, b sdktrace.ReadOnlySpan) int {
+		return strings.Compare(attrs(a)["retrybroker.task.callback.try"], attrs(b)["retrybroker.task.callback.try"])
+	})
+	got := rc.deliveries()
+	if len(got) != 2 {
+		t.Fatalf("receiver got %d deliveries, want 2", len(got))
+	}
+	port := rc.Listener.Addr().(*net.TCPAddr).Port
+	want := createSpan.SpanContext()
+	for i, c := range []struct {
+		result, status string
+		code           codes.Code
+	}{{"retry", "500", codes.Error}, {"delivered", "200", codes.Unset}} {
+		sp, a := spans[i], attrs(spans[i])
+		if sp.SpanKind() != trace.SpanKindClient || sp.Parent().IsValid() || sp.SpanContext().TraceID() == want.TraceID() {
+			t.Fatalf("try %d: kind %v, parent %v, trace %s: want a new root client span", i+1, sp.SpanKind(), sp.Parent(), sp.SpanContext().TraceID())
+		}
+		if links := sp.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != want.SpanID() || links[0].SpanContext.TraceID() != want.TraceID() {
+			t.Fatalf("try %d links %+v, want the create span", i+1, links)
+		}
+		if a["retrybroker.task.callback.try"] != strconv.Itoa(i+1) || a["retrybroker.task.callback.result"] != c.result ||
+			a["http.response.status_code"] != c.status || a["retrybroker.task.id"] != "sp" || a["retrybroker.tenant"] != "a" ||
+			a["http.request.method"] != "POST" || a["server.address"] != "127.0.0.1" || a["server.port"] != strconv.Itoa(port) {
+			t.Fatalf("try %d attributes %v", i+1, a)
+		}
+		if sp.Status().Code != c.code {
+			t.Fatalf("try %d status %+v, want %v", i+1, sp.Status(), c.code)
+		}
+		if c.code == codes.Error && sp.Status().Description != "the receiver answered 500" {
+			t.Fatalf("try %d status description %q", i+1, sp.Status().Description)
+		}
+		wantTP := fmt.Sprintf("00-%s-%s-01", sp.SpanContext().TraceID(), sp.SpanContext().SpanID())
+		if got[i].traceparent != wantTP {
+			t.Fatalf("try %d: the receiver got traceparent %q, want the try's span %q", i+1, got[i].traceparent, wantTP)
+		}
+		for k, v := range a {
+			if strings.Contains(v, token) || strings.Contains(v, "/hook") || strings.Contains(v, got[i].signature) {
+				t.Fatalf("try %d: attribute %s = %q names the URL's path or query, or the signature", i+1, k, v)
+			}
+		}
+		if strings.Contains(sp.Status().Description, token) {
+			t.Fatalf("try %d: status %q names the token", i+1, sp.Status().Description)
+		}
 	}
 }
 

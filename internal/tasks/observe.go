@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"context"
+	"net/url"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -142,14 +144,33 @@ func traceContextOf(ctx context.Context) (parent, state string) {
 	return c["traceparent"], c["tracestate"]
 }
 
-// Span attributes of task.dispatch.
+// Span attributes of task.dispatch and task.callback.
 const (
 	attrTaskID     = attribute.Key("retrybroker.task.id")
 	attrTenant     = attribute.Key("retrybroker.tenant")
 	attrDispatch   = attribute.Key("retrybroker.task.dispatch")
 	attrTaskState  = attribute.Key("retrybroker.task.state")
 	attrTaskResult = attribute.Key("retrybroker.task.outcome")
+	attrCbTry      = attribute.Key("retrybroker.task.callback.try")
+	attrCbResult   = attribute.Key("retrybroker.task.callback.result")
+	attrMethod     = attribute.Key("http.request.method")
+	attrServerAddr = attribute.Key("server.address")
+	attrServerPort = attribute.Key("server.port")
+	attrStatus     = attribute.Key("http.response.status_code")
 )
+
+// createLink is the link to the CreateTask call's span whose W3C context
+// is stored in r, if there is one.
+func createLink(r *row) []trace.Link {
+	if r.traceParent == "" {
+		return nil
+	}
+	c := propagation.MapCarrier{"traceparent": r.traceParent, "tracestate": r.traceState}
+	if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c)); sc.IsValid() {
+		return []trace.Link{{SpanContext: sc}}
+	}
+	return nil
+}
 
 // dispatchSpan starts the task.dispatch span of one dispatch of r: a new
 // root (a dispatch is not part of whatever River's context holds) with a
@@ -161,13 +182,46 @@ func (s *RiverStore) dispatchSpan(ctx context.Context, r *row) (context.Context,
 		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrTaskID.String(r.ID), attrTenant.String(r.Tenant), attrDispatch.Int(r.Dispatches+1)),
 	}
-	if r.traceParent != "" {
-		c := propagation.MapCarrier{"traceparent": r.traceParent, "tracestate": r.traceState}
-		if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c)); sc.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-		}
+	if links := createLink(r); links != nil {
+		opts = append(opts, trace.WithLinks(links...))
 	}
 	return s.tracer.Start(ctx, "task.dispatch", opts...)
+}
+
+// callbackSpan starts the task.callback span of try number try of r's
+// callback: like task.dispatch, a new root linked to the CreateTask
+// call's span (a callback is sent after the task is final, by any
+// replica). Its attributes name the task, the try and the receiver's
+// host and port, never the URL's path or query, which may carry a
+// receiver's token.
+func (s *RiverStore) callbackSpan(ctx context.Context, r *row, try int) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attrTaskID.String(r.ID), attrTenant.String(r.Tenant), attrCbTry.Int(try), attrMethod.String("POST")}
+	if u, err := url.Parse(r.CallbackURL); err == nil && u.Host != "" {
+		attrs = append(attrs, attrServerAddr.String(u.Hostname()))
+		if port, err := strconv.Atoi(u.Port()); err == nil {
+			attrs = append(attrs, attrServerPort.Int(port))
+		}
+	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}
+	if links := createLink(r); links != nil {
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	return s.tracer.Start(ctx, "task.callback", opts...)
+}
+
+// callbackDone counts a callback try's result and puts it on its span,
+// with an error status and the try's error (which names the receiver's
+// status or the kind of transport failure, never the secret, the URL's
+// query or an internal address: see tryCallback) unless it was delivered.
+func (s *RiverStore) callbackDone(span trace.Span, result string, tryErr error) {
+	s.obs.TaskCallbackDone(result)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attrCbResult.String(result))
+	if tryErr != nil {
+		span.SetStatus(codes.Error, tryErr.Error())
+	}
 }
 
 // dispatchDone counts a dispatch's outcome and puts it, and the state it
