@@ -48,6 +48,11 @@ func checkSigV4Path(t *testing.T, c credential.Credential, path string) {
 	want := u.Path
 	req := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}}
 	if _, err := c.Apply(context.Background(), req, credential.NewCall(nil)); err != nil {
+		// A query that does not parse would be sent changed, so it is not
+		// signed: the caller's error (a ComponentError), never the path's.
+		if _, qerr := url.ParseQuery(u.RawQuery); qerr != nil && credential.IsComponentError(err) {
+			return
+		}
 		t.Fatalf("Apply(%q): %v", path, err)
 	}
 	if req.URL.Path != want {
