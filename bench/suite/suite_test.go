@@ -204,6 +204,8 @@ func TestQuickRun(t *testing.T) {
 		"### Streaming", "minimal streaming forwarder", "time to first byte", "ExecuteStream / direct HTTP, the physical limit",
 		"ExecuteStream time to first byte p50 ≤ 1.2× the forwarder's, concurrency 1",
 		"### Deferred calls (tasks)", "| dispatch, 300 tasks due at once |", "tasks (SQLite): dispatch lag p99 ≤ 100 ms after the gate reopens",
+		"| PostgreSQL | failover: 200 tasks created on two replicas, one killed (SIGKILL) after",
+		"tasks (PostgreSQL): two replicas, one killed (SIGKILL) while dispatching: every one of 200 tasks sent and SUCCEEDED, each send with its task's Idempotency-Key",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -287,6 +289,11 @@ func checkTasks(t *testing.T, rep *suite.Report) {
 		t.Error("tasks: no PostgreSQL rows")
 	} else if !pg.CreateMeasured || !pg.DispatchMeasured || !pg.LagMeasured || pg.CreateErrors != 0 || pg.DispatchLost+pg.LagLost != 0 || pg.DispatchDup != 0 {
 		t.Errorf("tasks: PostgreSQL rows: %+v", pg)
+	}
+	if k := tr.Kill; k == nil {
+		t.Error("tasks: no failover row")
+	} else if !k.Measured || k.Sent != k.Tasks || k.Succeeded != k.Tasks || k.KeyMismatch != 0 || k.SentAtKill == 0 || k.KillToLast <= 0 {
+		t.Errorf("tasks: failover row: %+v", *k)
 	}
 	if tr.CitizenSucceeded != tr.Params.Citizenship || tr.Citizen.Accepted < tr.Params.Citizenship {
 		t.Errorf("tasks: citizenship: %d of %d succeeded, %d accepted sends", tr.CitizenSucceeded, tr.Params.Citizenship, tr.Citizen.Accepted)

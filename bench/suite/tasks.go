@@ -22,6 +22,7 @@ import (
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
+	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/tasks/pgtest"
 )
 
@@ -49,8 +50,11 @@ type TasksParams struct {
 	Citizenship   int
 	CitizenQuota  int
 	CitizenWindow time.Duration
-	// Postgres runs the creation, dispatch and lag rows on PostgreSQL too.
+	// Postgres runs the creation, dispatch and lag rows on PostgreSQL too,
+	// and the failover row: Kill tasks on two replicas, one of them killed
+	// (TasksKill).
 	Postgres bool
+	Kill     int
 }
 
 // tasksParams returns the scenario's sizes for a full or quick run.
@@ -58,12 +62,12 @@ func tasksParams(quick bool) TasksParams {
 	if quick {
 		return TasksParams{
 			Callers: 16, Created: 1_000, Dispatched: 300, Lag: 30, LagSpread: 7 * time.Second, Reopen: 20,
-			Citizenship: 200, CitizenQuota: 50, CitizenWindow: 2 * time.Second, Postgres: true,
+			Citizenship: 200, CitizenQuota: 50, CitizenWindow: 2 * time.Second, Postgres: true, Kill: 200,
 		}
 	}
 	return TasksParams{
 		Callers: 32, Created: 100_000, Dispatched: 10_000, Lag: 200, LagSpread: 11 * time.Second, Reopen: 100,
-		Citizenship: 10_000, CitizenQuota: 50, CitizenWindow: 2 * time.Second, Postgres: true,
+		Citizenship: 10_000, CitizenQuota: 50, CitizenWindow: 2 * time.Second, Postgres: true, Kill: 2_000,
 	}
 }
 
@@ -100,6 +104,8 @@ type TasksReport struct {
 	TasksRows
 	// Postgres is the same rows on PostgreSQL; nil when it did not run.
 	Postgres *TasksRows
+	// Kill is the failover row (PostgreSQL); nil when it did not run.
+	Kill *TasksKill
 	// ReopenP50 ... are send time minus the gate's reopening (a refusal's
 	// arrival plus its Retry-After).
 	ReopenP50, ReopenP99, ReopenMax time.Duration
@@ -145,6 +151,12 @@ type taskUpstream struct {
 	refuse   bool
 	reopenAt time.Time
 	sends    atomic.Int64
+	// delay is how long each accepted request waits before its answer.
+	delay time.Duration
+	// idem is the Idempotency-Key of each key's first accepted send;
+	// keyMismatch counts accepted sends without one or with another.
+	idem        map[string]string
+	keyMismatch int
 }
 
 func startTaskUpstream(refuse bool) (*taskUpstream, error) {
@@ -152,7 +164,7 @@ func startTaskUpstream(refuse bool) (*taskUpstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &taskUpstream{first: map[string]time.Time{}, count: map[string]int{}, refuse: refuse}
+	u := &taskUpstream{first: map[string]time.Time{}, count: map[string]int{}, idem: map[string]string{}, refuse: refuse}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	u.url = "http://" + lis.Addr().String()
 	go func() { _ = u.srv.Serve(lis) }()
@@ -180,9 +192,16 @@ func (u *taskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.RawQuery
 	if _, ok := u.first[key]; !ok {
 		u.first[key] = now
+		u.idem[key] = r.Header.Get(engine.DefaultIdempotencyKey)
+	}
+	if k := r.Header.Get(engine.DefaultIdempotencyKey); k == "" || k != u.idem[key] {
+		u.keyMismatch++
 	}
 	u.count[key]++
 	u.mu.Unlock()
+	if u.delay > 0 {
+		time.Sleep(u.delay)
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -206,6 +225,13 @@ func (u *taskUpstream) accepted() (map[string]time.Time, int) {
 }
 
 func (u *taskUpstream) close() { _ = u.srv.Close() }
+
+// distinct is the number of keys sent so far.
+func (u *taskUpstream) distinct() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.first)
+}
 
 // waitAccepted waits until n keys were accepted or the bound passes.
 func (u *taskUpstream) waitAccepted(ctx context.Context, n int, bound time.Duration) {
@@ -455,7 +481,17 @@ func (s *suite) tasksRun(ctx context.Context, p TasksParams) (*TasksReport, erro
 				url, err := srv.CreateDatabase(ctx)
 				return []string{"--tasks-postgres", url}, err
 			}
-			return errors.Join(s.tasksRows(ctx, p, rows, pgStore)...)
+			errs := s.tasksRows(ctx, p, rows, pgStore)
+			if p.Kill > 0 && ctx.Err() == nil {
+				s.logf("tasks: failover, %d tasks on two replicas on PostgreSQL, one killed", p.Kill)
+				k, err := s.tasksKillRow(ctx, p.Kill, pgStore)
+				rep.Kill = &k
+				if err != nil {
+					errs = append(errs, fmt.Errorf("failover: %w", err))
+				}
+				s.logf("tasks: failover: %d of %d sent, %d SUCCEEDED, %d sent twice, last first send %s after the kill", k.Sent, k.Tasks, k.Succeeded, k.Dup, k.KillToLast.Round(time.Millisecond))
+			}
+			return errors.Join(errs...)
 		}(); err != nil {
 			errs = append(errs, fmt.Errorf("postgres: %w", err))
 		}
@@ -603,6 +639,13 @@ func (r *Report) tasksTargets() []Target {
 			Target{fmt.Sprintf("tasks (PostgreSQL): every one of %d tasks due at once sent, once", p.Dispatched), fmt.Sprintf("%.0f/s, %d lost, %d duplicate sends", pg.DispatchRate, pg.DispatchLost, pg.DispatchDup), judge(pg.DispatchMeasured, pg.DispatchLost == 0 && pg.DispatchDup == 0)},
 		)
 	}
+	if k := tr.Kill; k != nil {
+		out = append(out, Target{
+			fmt.Sprintf("tasks (PostgreSQL): two replicas, one killed (SIGKILL) while dispatching: every one of %d tasks sent and SUCCEEDED, each send with its task's Idempotency-Key", k.Tasks),
+			fmt.Sprintf("%d sent (%d lost), %d SUCCEEDED, %d sent twice, %d sends with another key", k.Sent, k.Tasks-k.Sent, k.Succeeded, k.Dup, k.KeyMismatch),
+			judge(k.Measured, k.Sent == k.Tasks && k.Succeeded == k.Tasks && k.KeyMismatch == 0),
+		})
+	}
 	return out
 }
 
@@ -626,6 +669,10 @@ func (r *Report) TasksTable() string {
 		fmt.Fprintf(&b, "| %s | dispatch, %d tasks due at once | %.0f/s (%d lost, %d duplicate sends) | ≥ 1,000/s (SQLite) |\n", r.Store, p.Dispatched, r.DispatchRate, r.DispatchLost, r.DispatchDup)
 		fmt.Fprintf(&b, "| %s | lag after not_before, %d tasks over %s | p50 %s, p99 %s, max %s (%d lost) | p99 ≤ 100 ms |\n", r.Store, p.Lag, p.LagSpread, fmtDur(r.LagP50), fmtDur(r.LagP99), fmtDur(r.LagMax), r.LagLost)
 	}
+	if k := tr.Kill; k != nil {
+		fmt.Fprintf(&b, "| PostgreSQL | failover: %d tasks created on two replicas, one killed (SIGKILL) after %d were sent, --tasks-rescue-after %s | %d sent (%d lost), %d SUCCEEDED on the survivor, %d sent twice (%d sends with another Idempotency-Key than their task's first); the last first send %s after the kill, %s after the first create | every task sent and SUCCEEDED, at least once, every send with its task's key |\n",
+			k.Tasks, k.SentAtKill, k.RescueAfter, k.Sent, k.Tasks-k.Sent, k.Succeeded, k.Dup, k.KeyMismatch, fmtDur(k.KillToLast), fmtDur(k.Total))
+	}
 	fmt.Fprintf(&b, "| SQLite | lag after a gate reopens, %d tasks | p50 %s, p99 %s, max %s (%d lost) | p99 ≤ 100 ms |\n", p.Reopen, fmtDur(tr.ReopenP50), fmtDur(tr.ReopenP99), fmtDur(tr.ReopenMax), tr.ReopenLost)
 	later := tr.CitizenLater()
 	fmt.Fprintf(&b, "| SQLite | %d tasks on one gate, quota %d per %s (Retry-After) | %d succeeded in %d windows; after the first: %.2f refused per window (max %d), goodput %.1f%% | all succeed, ≤ 1 refused per window, goodput ≥ 95%% |\n",
@@ -641,7 +688,9 @@ func (r *Report) tasksSection(b *strings.Builder) {
 		"The memory row's tasks are SCHEDULED an hour ahead: a task waiting for its time and one WAITING on a gate are the same row and River job. " +
 		"The reopen row's policy has `max_delay: 1s` under a 2 s Retry-After, so its tasks wait as tasks, not as parked calls; its lag is from the gate's reopening (the latest refusal's arrival plus its Retry-After) to each task's send. " +
 		"The citizenship row uses the fake provider of section 1 (Retry-After style) and the quota rows' policy. " +
-		"The PostgreSQL rows run on one Debian `postgres` started by the suite (`internal/tasks/pgtest`: loopback, a fresh database per row, **fsync off**, so they measure the broker and River, not a disk), with the same flags otherwise.\n\n")
+		"The PostgreSQL rows run on one Debian `postgres` started by the suite (`internal/tasks/pgtest`: loopback, a fresh database per row, **fsync off**, so they measure the broker and River, not a disk), with the same flags otherwise. " +
+		"The failover row runs two broker processes on one database: the tasks, due at once, are created on both (16 callers, alternating; a create that the kill cuts is made again on the survivor with the same task_id), the upstream answers each after 50 ms so that dispatches are in flight, and the replica started first (most likely River's leader) is killed with SIGKILL once a quarter of the tasks were sent; " +
+		"with `--tasks-rescue-after 4s` (the shortest allowed; the default, 10 min, is a dispatch's job timeout) on both, the survivor takes River's leadership over and rescues the killed replica's running tasks, which are sent again with the same idempotency key.\n\n")
 	b.WriteString(r.TasksTable())
 	b.WriteString("\n")
 }
