@@ -344,6 +344,9 @@ func (s *callState) admit() (store.Admission, bool, error) {
 	}
 	p, g, w, clock := s.p, &s.r.events, &s.w, s.r.clock
 	w.seq, w.deadline, w.maxDelay = g.arrive(), s.tellBy, p.MaxDelay
+	if s.r.orderID != "" {
+		w.arrived = clock.Now()
+	}
 	queued, cause := false, ""
 	if adm, ok := g.join(s.gate, w, clock.Now()); ok {
 		st := admissionStep(p, adm, s.stepInput(clock.Now()))
@@ -368,7 +371,7 @@ func (s *callState) admit() (store.Admission, bool, error) {
 		adm, err := s.r.store.Admit(sctx, store.AdmitRequest{
 			Gate: s.gate, PaceHost: s.c.URL.Host, Pace: p.Pace, PaceMaxWait: s.tellBy.Sub(now),
 			FirstAttempt: s.n == 1, Budget: p.Budget, Learning: p.Learning, Breaker: p.Breaker,
-			FailClosed: p.FailClosed, Now: now,
+			FailClosed: p.FailClosed, Order: g.order(w, s.r.orderID), Now: now,
 		})
 		cancel()
 		s.r.observer.StoreRoundTrip("admit", time.Since(began), err != nil)

@@ -76,7 +76,8 @@ type waiter struct {
 	wake  chan struct{} // capacity 1; made at the first queued wait
 	// Guarded by gateQueues.mu while queued.
 	q        *gateQueue
-	seq      uint64 // arrival number
+	seq      uint64    // arrival number
+	arrived  time.Time // arrival time, for a shared store's order (store.Order)
 	deadline time.Time
 	maxDelay time.Duration
 	elem     *list.Element
@@ -100,6 +101,35 @@ const (
 
 // arrive returns the next arrival number.
 func (g *gateQueues) arrive() uint64 { return g.seq.Add(1) }
+
+// order is w's place in its gate's arrival order across the replicas that
+// share the store (store.Order), broker naming this process's queues: its
+// arrival and, when it waits in the gate's queue, the queue, oldest first
+// (calls that are leaving left out). Only w's call changes w.q, so it is
+// read without the lock.
+func (g *gateQueues) order(w *waiter, broker string) store.Order {
+	o := store.Order{Broker: broker, Arrival: w.arrived}
+	if broker == "" || w.q == nil {
+		return o
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := w.q
+	if q == nil {
+		return o
+	}
+	o.QueueLen = q.waiters.Len()
+	o.Queue = make([]store.Waiting, 0, min(o.QueueLen, store.MaxOrderQueue))
+	for e := q.waiters.Front(); e != nil && len(o.Queue) < store.MaxOrderQueue; e = e.Next() {
+		x := e.Value.(*waiter)
+		if x.expired {
+			o.QueueLen--
+			continue
+		}
+		o.Queue = append(o.Queue, store.Waiting{Arrival: x.arrived, Deadline: x.deadline})
+	}
+	return o
+}
 
 // join queues a fresh call w behind the calls of this process waiting on
 // gate, when there are any (ok), and returns what the queue knows as an

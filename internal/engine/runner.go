@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -222,6 +223,11 @@ type Runner struct {
 	// its calls need no context of their own.
 	storeBlocks bool
 
+	// orderID names this runner's gate queues in a shared store's arrival
+	// order (store.Order); empty with a store that never blocks (a store
+	// of this process alone: the queues order its calls already).
+	orderID string
+
 	classifier *Classifier
 	events     gateQueues
 	drain      drainer
@@ -323,6 +329,11 @@ func NewRunner(st store.Store, opts ...RunnerOption) *Runner {
 	r.credObs, _ = r.observer.(CredentialObserver)
 	nb, ok := st.(store.NonBlocking)
 	r.storeBlocks = st != nil && !(ok && nb.NonBlocking())
+	if r.storeBlocks {
+		var id [8]byte
+		_, _ = cryptorand.Read(id[:])
+		r.orderID = hex.EncodeToString(id[:])
+	}
 	_, r.realClock = r.clock.(SystemClock)
 	r.classifier = &Classifier{store: st, clock: r.clock, rand: r.rand, storeTime: r.storeTime, observer: r.observer, storeBlocks: r.storeBlocks}
 	r.drain.init()

@@ -76,8 +76,52 @@ type AdmitRequest struct {
 	// an error wrapping [ErrUnavailable] instead of serving this call from
 	// local state (see [Fallback]).
 	FailClosed bool
+	// Order places the attempt in the gate's arrival order across the
+	// replicas that share the store; see [Order].
+	Order Order
 	// Now is the clock. A zero Now means time.Now().
 	Now time.Time
+}
+
+// Order places an attempt in one arrival order at its gate across the
+// replicas that share a store (docs/shared-state.md, "One arrival order
+// across replicas"). Each replica keeps its waiting calls in arrival order
+// (the engine's gate queues) and tells the store, with each attempt, its
+// queue at the gate. A store shared by replicas then admits an attempt
+// only when the calls that other replicas hold waiting on the gate, and
+// that arrived before it, are fewer than the calls the gate admits now
+// (the known remaining count less the calls in flight, the learned quota
+// less the epoch's admissions, slow start's room, or the one probe); it
+// holds it otherwise (Admission.Held), so that a held call is never
+// passed over by calls that arrived later at another replica. It only
+// ever holds an attempt the counts would admit, never admits one they
+// would not. A store of one process ignores Order: the engine's queue
+// orders its calls already.
+type Order struct {
+	// Broker identifies the replica's queues; empty for no order.
+	Broker string
+	// Arrival is when the attempt arrived at the gate (for a call that
+	// waits in the queue, when it joined it).
+	Arrival time.Time
+	// Queue is the replica's queue at the gate, oldest first, when the
+	// attempt waits in it (its head asks): at most [MaxOrderQueue] calls;
+	// QueueLen is the whole queue's length. Empty for an attempt that
+	// asks without waiting in a queue.
+	Queue    []Waiting
+	QueueLen int
+}
+
+// MaxOrderQueue is how many of a replica's waiting calls an Order lists;
+// the calls beyond are counted (Order.QueueLen) and taken as older than
+// any other replica's call they might precede, which can only hold calls,
+// never admit one.
+const MaxOrderQueue = 32
+
+// Waiting is one call waiting in a replica's queue at a gate: when it
+// arrived, and its deadline, after which it no longer waits (zero for
+// none).
+type Waiting struct {
+	Arrival, Deadline time.Time
 }
 
 // Admission is the store's answer to an AdmitRequest.

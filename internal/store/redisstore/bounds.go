@@ -14,6 +14,12 @@ const DefaultMaxGatesPerTenant = 10_000
 // sooner).
 const HeldPoll = 100 * time.Millisecond
 
+// OrderGrace is how long a replica's queue at a gate (store.Order) outlives
+// the time its head said it would ask again: a replica that died, or
+// whose queue emptied without asking, stops holding other replicas' calls
+// that long after.
+const OrderGrace = time.Second
+
 // WithMaxGatesPerTenant bounds the number of gates (all per-gate state:
 // closed-until time, known quota, calls in flight, probe, learned quota,
 // breaker) one tenant may hold; zero or negative keeps

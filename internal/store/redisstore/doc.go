@@ -65,6 +65,7 @@
 //	rb:v1:{t:<tenant>}:f:<scope>:<credential>   in flight: ZSET ticket id -> expiry, Unix µs
 //	rb:v1:{t:<tenant>}:q:<scope>:<credential>   known quota: HASH r, w, u
 //	rb:v1:{t:<tenant>}:s:<scope>:<credential>   learned quota, probe slot, breaker: HASH (below)
+//	rb:v1:{t:<tenant>}:o:<scope>:<credential>   the replicas' queues (store.Order): HASH replica -> expiry, count, then arrival, deadline pairs, Unix µs
 //	rb:v1:{t:<tenant>}:p:<host>                 pacing: GCRA theoretical arrival time, Unix µs (string)
 //	rb:v1:{t:<tenant>}:b                        retry budget: HASH of one-second buckets
 //	rb:v1:{t:<tenant>}:i                        gate index: ZSET <scope>:<credential> -> frees at, Unix µs

@@ -34,6 +34,14 @@ func (k keys) state(g store.GateKey) string {
 	return k.tenant(g.Tenant) + "s:" + escape(g.Scope) + ":" + escape(g.Credential)
 }
 
+// order is the gate's hash of the replicas' queues (store.Order): one
+// field per replica with calls waiting on the gate. It lives a little
+// longer than its entries, which expire on their own; the index does not
+// know it (an evicted gate's entries lapse within seconds).
+func (k keys) order(g store.GateKey) string {
+	return k.tenant(g.Tenant) + "o:" + escape(g.Scope) + ":" + escape(g.Credential)
+}
+
 // index is the tenant's gate index: a sorted set of members (see member)
 // scored by when each gate frees. A script rebuilds a gate's key names from
 // its member, by putting the index key's name less its final "i", then a

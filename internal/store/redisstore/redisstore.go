@@ -574,7 +574,7 @@ func (s *Store) admitRemote(ctx context.Context, req *store.AdmitRequest, stateK
 	res, err := s.run(ctx, stateKey, "", admitPending, admitScript,
 		[]string{
 			s.keys.gate(g), s.keys.inflight(g), s.keys.pace(g.Tenant, req.PaceHost), budgetKey,
-			s.keys.quota(g), stateKey, s.keys.index(g.Tenant),
+			s.keys.quota(g), stateKey, s.keys.index(g.Tenant), s.keys.order(g),
 		},
 		now, id, s.ticketTTL,
 		int64(req.Pace.Interval()/time.Microsecond), req.Pace.BurstOrOne(),
@@ -584,6 +584,7 @@ func (s *Store) admitRemote(ctx context.Context, req *store.AdmitRequest, stateK
 		flag(req.Breaker.Enabled), req.Breaker.WindowSeconds(),
 		int64(HeldPoll/time.Microsecond), s.maxGates, s.keys.member(g),
 		flag(req.Learning.FirstWindow()), int64(req.Learning.Hold()/time.Microsecond),
+		req.Order.Broker, micros(req.Order.Arrival), orderQueue(&req.Order),
 	).Int64Slice()
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)
@@ -614,6 +615,27 @@ func (s *Store) admitRemote(ctx context.Context, req *store.AdmitRequest, stateK
 	default:
 		return store.Admission{PaceDenied: true, PaceWait: wait}, nil
 	}
+}
+
+// orderQueue is the replica's queue of o as admitScript reads it (ARGV[20]):
+// "n,a1,d1,a2,d2,..." in µs (a zero deadline as 0), "" for none.
+func orderQueue(o *store.Order) string {
+	if o.Broker == "" || o.QueueLen == 0 || len(o.Queue) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 8+34*len(o.Queue))
+	b = strconv.AppendInt(b, int64(max(o.QueueLen, len(o.Queue))), 10)
+	for _, w := range o.Queue[:min(len(o.Queue), store.MaxOrderQueue)] {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, micros(w.Arrival), 10)
+		b = append(b, ',')
+		if w.Deadline.IsZero() {
+			b = append(b, '0')
+		} else {
+			b = strconv.AppendInt(b, micros(w.Deadline), 10)
+		}
+	}
+	return string(b)
 }
 
 // admitPending appends admitScript's optional gate payload.

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -577,6 +578,10 @@ end
 
 const luaHelpers = luaBudget + luaGate + luaState + luaIndex + luaPending
 
+// luaOrder holds the constants of one arrival order across replicas
+// (OrderGrace).
+var luaOrder = "\nlocal ORDER_GRACE = " + strconv.FormatInt(int64(OrderGrace/time.Microsecond), 10) + "\n"
+
 // luaFirstWindow holds the first-window constants (store.SlowStartShare,
 // store.SlowStartMax), from Go so that both stores use the same.
 var luaFirstWindow = "\nlocal SLOW_SHARE, SLOW_MAX = " + strconv.Itoa(store.SlowStartShare) + ", " +
@@ -589,21 +594,22 @@ var luaFirstWindow = "\nlocal SLOW_SHARE, SLOW_MAX = " + strconv.Itoa(store.Slow
 // quota and the breaker.
 //
 // KEYS: 1 gate, 2 in-flight set, 3 pacing TAT, 4 budget, 5 quota, 6 state,
-// 7 index.
+// 7 index, 8 the replicas' queues (store.Order).
 // ARGV: 1 now µs, 2 ticket id, 3 ticket TTL µs, 4 pacing interval µs (0 =
 // no pacing), 5 burst, 6 max pacing wait µs, 7 budget window s (0 = do not
 // count), 8 key margin ms, 9 learning ('1' or '0'), 10 learning idle
 // expiry µs, 11 breaker ('1' or '0'), 12 breaker window s, 13 held poll
 // µs, 14 gates per tenant, 15 index member, 16 first window ('1' or '0'),
-// 17 scout hold µs, then optionally a gate payload of this replica's local
-// admissions (see luaPending).
+// 17 scout hold µs, 18 replica (empty: no order), 19 arrival µs, 20 the
+// replica's queue (see ret below), then optionally a gate payload of this
+// replica's local admissions (see luaPending).
 // Returns {kind, until µs, wait µs, registered (1 or 0), probe (1 or 0),
 // epoch, plain (1 or 0)}: kind 0 admitted (wait = pacing wait; plain 1
 // when the gate is plain, see localAdmission), 1 gate closed, 2 pace
 // denied (wait = the wait), 3 breaker open, 4 held (wait = HeldFor).
-var admitScript = redis.NewScript(luaHelpers + luaFirstWindow + `
-if #ARGV > 17 then
-  pending_gate(KEYS[6], KEYS[7], ARGV[15], tonumber(ARGV[8]), tonumber(ARGV[14]), 18)
+var admitScript = redis.NewScript(luaHelpers + luaFirstWindow + luaOrder + `
+if #ARGV > 20 then
+  pending_gate(KEYS[6], KEYS[7], ARGV[15], tonumber(ARGV[8]), tonumber(ARGV[14]), 21)
 end
 local now = tonumber(ARGV[1])
 local id = ARGV[2]
@@ -614,9 +620,84 @@ local brk_on = ARGV[11] == '1'
 local brk_w = tonumber(ARGV[12])
 local max_gates = tonumber(ARGV[14])
 local first = ARGV[16] == '1'
+
+-- One arrival order across replicas (store.Order): ARGV[18] the replica
+-- ('' = no order), ARGV[19] the attempt's arrival µs, ARGV[20] the
+-- replica's queue at the gate, 'n,a1,d1,a2,d2,...' (n calls waiting, the
+-- first ones listed oldest first, each its arrival and deadline µs, 0 for
+-- none), '' when the attempt waits in no queue. KEYS[8] holds one entry
+-- per replica with a queue: 'expiry,n,a1,d1,...'.
+local ord_b = ARGV[18]
+local ord_on = ord_b ~= ''
+local ord_n = nil
+-- ord_older counts the calls of entry v (another replica's queue) that
+-- arrived before a and still wait at now; -1 when the entry expired.
+-- Unlisted calls are taken as older (they can only hold a call).
+local function ord_older(v, a)
+  local f = {}
+  for x in string.gmatch(v, '[^,]+') do f[#f + 1] = tonumber(x) end
+  if (f[1] or 0) <= now then return -1 end
+  local n, listed = 0, 0
+  for j = 3, #f - 1, 2 do
+    listed = listed + 1
+    if f[j] >= a then return n end -- the rest arrived later
+    if f[j + 1] == 0 or f[j + 1] > now then n = n + 1 end
+  end
+  return n + math.max((f[2] or 0) - listed, 0)
+end
+-- ord_ahead is the number of calls other replicas hold waiting on the
+-- gate that arrived before this attempt (0 without an order).
+local function ord_ahead()
+  if not ord_on then return 0 end
+  if ord_n then return ord_n end
+  local a, n = tonumber(ARGV[19]), 0
+  local all = redis.call('HGETALL', KEYS[8])
+  for j = 1, #all, 2 do
+    if all[j] ~= ord_b then
+      local k = ord_older(all[j + 1], a)
+      if k < 0 then redis.call('HDEL', KEYS[8], all[j]) else n = n + k end
+    end
+  end
+  ord_n = n
+  return n
+end
+-- ret records the replica's queue (ARGV[20]) as its entry, less the
+-- asking call when it was admitted (it is the queue's head), living until
+-- the head's next question (the answer's reopening or poll, or now: an
+-- admitted head's successor asks at once) plus ORDER_GRACE; then it
+-- returns res.
+local function ret(res)
+  if ord_on and ARGV[20] ~= '' then
+    local f = {}
+    for x in string.gmatch(ARGV[20], '[^,]+') do f[#f + 1] = x end
+    local n, from = tonumber(f[1]), 2
+    if res[1] == 0 and f[2] == ARGV[19] then
+      n, from = n - 1, 4
+    end
+    if n <= 0 then
+      redis.call('HDEL', KEYS[8], ord_b)
+    else
+      local nxt = now
+      if res[1] == 1 or res[1] == 3 then
+        nxt = math.max(res[2], now)
+      elseif res[1] == 4 then
+        nxt = now + res[3]
+      end
+      local exp = nxt + ORDER_GRACE
+      local v = fmt(exp) .. ',' .. fmt(n)
+      for j = from, #f do v = v .. ',' .. f[j] end
+      redis.call('HSET', KEYS[8], ord_b, v)
+      local ttl = math.ceil((exp - now) / 1000) + tonumber(ARGV[8])
+      if redis.call('PTTL', KEYS[8]) < ttl then
+        redis.call('PEXPIRE', KEYS[8], fmt(ttl))
+      end
+    end
+  end
+  return res
+end
 local g, known = closed_until(tonumber(redis.call('GET', KEYS[1]) or '0'), KEYS[2], KEYS[5], now)
 if g > 0 then
-  return {1, g, 0, 0, 0, 0, 0}
+  return ret({1, g, 0, 0, 0, 0, 0})
 end
 
 local s
@@ -628,7 +709,7 @@ if learn_on or brk_on then
 end
 if brk_on and s.bo > 0 then
   if s.bo > now then
-    return {3, s.bo, 0, 0, 0, 0, 0}
+    return ret({3, s.bo, 0, 0, 0, 0, 0})
   end
   for_b = true -- half open
 end
@@ -711,7 +792,7 @@ end
 
 if probe and s.pi ~= '' then
   finish(0)
-  return {4, 0, math.min(tonumber(ARGV[13]), s.px - now), 0, 0, 0, 0}
+  return ret({4, 0, math.min(tonumber(ARGV[13]), s.px - now), 0, 0, 0, 0})
 end
 -- A learning probe goes only once the epoch's learned calls are back: an
 -- accepted probe must show room beyond them, not win a race against the
@@ -720,20 +801,40 @@ if for_l and not for_b then
   local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #first > 0 then
     finish(0)
-    return {4, 0, math.min(tonumber(ARGV[13]), tonumber(first[2]) - now), 0, 0, 0, 0}
+    return ret({4, 0, math.min(tonumber(ARGV[13]), tonumber(first[2]) - now), 0, 0, 0, 0})
   end
+end
+-- The probe (a scout, a learning probe, a half-open breaker's) is the
+-- oldest waiting call of all replicas.
+if probe and ord_ahead() >= 1 then
+  finish(0)
+  return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
 end
 -- In an epoch with a learned quota, the learned calls are registered in
 -- flight (their Complete says they are back).
 local learned = learn and s.lk and not probe
+-- The calls other replicas hold that arrived before this one go first:
+-- it goes only if the learned quota has room for them and for it.
+if learned and ord_ahead() >= s.lL - s.la then
+  finish(0)
+  return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
+end
+if known and not probe and ord_on then
+  local r = quota_read(KEYS[5], now)
+  if r and ord_ahead() >= r - redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf') then
+    finish(0)
+    return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
+  end
+end
 if learn and first and not s.lk and not probe then
   -- Slow start: after the scout, a few calls per round trip, growing with
   -- those accepted, until a refusal gives L.
   local lim = 1 + math.floor(s.lc / SLOW_SHARE)
   if lim < SLOW_MAX then
-    if redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf') >= lim then
+    local inflight = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
+    if inflight >= lim or ord_ahead() >= lim - inflight then
       finish(0)
-      return {4, 0, tonumber(ARGV[13]), 0, 0, 0, 0}
+      return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
     end
     learned = true
   end
@@ -748,7 +849,7 @@ if interval > 0 then
   if wait < 0 then wait = 0 end
   if wait > tonumber(ARGV[6]) then
     finish(0)
-    return {2, 0, wait, 0, 0, 0, 0}
+    return ret({2, 0, wait, 0, 0, 0, 0})
   end
   redis.call('SET', KEYS[3], fmt(newtat), 'PX', fmt(math.max(1, math.ceil((newtat - now) / 1000))))
 end
@@ -803,7 +904,7 @@ if not known and interval == 0 and registered == 0 and (not brk_on or s.bo == 0)
     (not learn_on or (s.learn and not s.lk and not s.ld)) then
   plain = 1
 end
-return {0, 0, wait, registered, p, epoch, plain, index_state.untracked}
+return ret({0, 0, wait, registered, p, epoch, plain, index_state.untracked})
 `)
 
 // completeScript ends an attempt (or, with an empty ticket id, records a
