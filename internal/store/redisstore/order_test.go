@@ -168,3 +168,76 @@ func TestFirstWindowKeepsTheOrder(t *testing.T) {
 		t.Fatalf("A's second call: %+v, want admitted by slow start", adm)
 	}
 }
+
+// TestLearnedQuotaKeepsTheOrder: with a learned quota of 2 after a
+// refusal, at the reopening replica A's waiting calls (older) go first: a
+// call arriving later at replica B, asking between them, is held though
+// the learned quota has room for one, and again when the learning probe is
+// due, which is A's next call.
+func TestLearnedQuotaKeepsTheOrder(t *testing.T) {
+	a, srv := newStore(t)
+	b, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	t0 := storetest.T0
+	g := store.GateKey{Tenant: "acme", Scope: "retry-after"}
+	learn := store.LearningConfig{Enabled: true, FirstWindowOff: true}
+	ask := func(s *redisstore.Store, o store.Order, now time.Time) store.Admission {
+		t.Helper()
+		adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Learning: learn, Order: o, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return adm
+	}
+	// A fresh epoch: three calls go, the first is refused with a hint of
+	// 2 s: L = 2 from the reopening.
+	var first store.Ticket
+	for i := range 3 {
+		adm := ask(a, store.Order{}, t0.Add(time.Duration(i)*time.Millisecond))
+		if !adm.Admitted() {
+			t.Fatalf("fresh epoch, call %d: %+v", i+1, adm)
+		}
+		if i == 0 {
+			first = adm.Ticket
+		}
+	}
+	reopen := t0.Add(2 * time.Second)
+	if _, err := a.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: first, Result: store.ResultRefused, Learning: learn, Obs: store.Observation{CloseUntil: reopen}, Now: t0.Add(5 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	w := func(ms int) store.Waiting {
+		return store.Waiting{Arrival: t0.Add(time.Second + time.Duration(ms)*time.Millisecond), Deadline: t0.Add(time.Hour)}
+	}
+	queue := []store.Waiting{w(0), w(1), w(2)}
+	head := func(i int) store.Order {
+		return store.Order{Broker: "A", Arrival: queue[i].Arrival, Queue: queue[i:], QueueLen: len(queue) - i}
+	}
+	c1 := ask(a, head(0), reopen)
+	if !c1.Admitted() || c1.Probe || c1.Ticket.ID == "" {
+		t.Fatalf("A's head at the reopening: %+v, want admitted within L", c1)
+	}
+	if adm := ask(b, order("B", reopen), reopen); !adm.Held {
+		t.Fatalf("B's call at the reopening, one of L left and A's older calls waiting: %+v, want held", adm)
+	}
+	c2 := ask(a, head(1), reopen)
+	if !c2.Admitted() || c2.Probe {
+		t.Fatalf("A's second call: %+v, want admitted within L", c2)
+	}
+	// L's calls are back: the next call is the learning probe, and it is
+	// A's third (older than B's), though B asks first.
+	for _, c := range []store.Admission{c1, c2} {
+		if _, err := a.Complete(ctx, store.CompleteRequest{Gate: g, Ticket: c.Ticket, Result: store.ResultAccepted, Learning: learn, Now: reopen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if adm := ask(b, order("B", reopen), reopen); !adm.Held {
+		t.Fatalf("B's call when the probe is due and A's older call waits: %+v, want held", adm)
+	}
+	if adm := ask(a, head(2), reopen); !adm.Admitted() || !adm.Probe {
+		t.Fatalf("A's third call: %+v, want the probe", adm)
+	}
+}

@@ -819,7 +819,7 @@ if learned and ord_ahead() >= s.lL - s.la then
   finish(0)
   return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
 end
-if known and not probe and ord_on then
+if known and not probe and ord_ahead() > 0 then
   local r = quota_read(KEYS[5], now)
   if r and ord_ahead() >= r - redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf') then
     finish(0)
