@@ -88,8 +88,9 @@ type AdmitRequest struct {
 // across replicas"). Each replica keeps its waiting calls in arrival order
 // (the engine's gate queues) and tells the store, with each attempt, its
 // queue at the gate. A store shared by replicas then admits an attempt
-// only when the calls that other replicas hold waiting on the gate, and
-// that arrived before it, are fewer than the calls the gate admits now
+// only when the calls that other replicas hold waiting on the gate, that
+// arrived before it and have waited longer than the store's held poll,
+// are fewer than the calls the gate admits now
 // (the known remaining count less the calls in flight, the learned quota
 // less the epoch's admissions, slow start's room, or the one probe); it
 // holds it otherwise (Admission.Held), so that a held call is never

@@ -55,7 +55,7 @@ func TestReplicasKeepOneArrivalOrder(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	deadline := t0.Add(30 * time.Second)
 	queue := []store.Waiting{{Arrival: at(1), Deadline: deadline}, {Arrival: at(2), Deadline: deadline}, {Arrival: at(3), Deadline: deadline}}
-	now := at(10)
+	now := at(10).Add(redisstore.HeldPoll) // A's calls have waited longer than a poll
 
 	first := admitOrdered(t, a, g, order("A", at(1), queue...), now)
 	if !first.Admitted() || first.Ticket.ID == "" {
@@ -94,15 +94,15 @@ func TestReplicaQueueLapses(t *testing.T) {
 		after    time.Time // when B asks again
 	}{
 		{"deadline", at(500), at(600)},
-		{"replica gone", t0.Add(time.Hour), at(10).Add(redisstore.OrderGrace + time.Millisecond)},
+		{"replica gone", t0.Add(time.Hour), at(110).Add(redisstore.OrderGrace + time.Millisecond)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b, g, _ := orderStores(t, 2)
 			queue := []store.Waiting{{Arrival: at(1), Deadline: t0.Add(time.Hour)}, {Arrival: at(2), Deadline: c.deadline}}
-			if adm := admitOrdered(t, a, g, order("C", at(1), queue...), at(10)); !adm.Admitted() {
+			if adm := admitOrdered(t, a, g, order("C", at(1), queue...), at(110)); !adm.Admitted() {
 				t.Fatalf("C's head: %+v", adm)
 			}
-			if adm := admitOrdered(t, b, g, order("B", at(5)), at(10)); !adm.Held {
+			if adm := admitOrdered(t, b, g, order("B", at(5)), at(110)); !adm.Held {
 				t.Fatalf("B's call behind C's waiting call, 1 free: %+v, want held", adm)
 			}
 			if adm := admitOrdered(t, b, g, order("B", at(5)), c.after); !adm.Admitted() {
@@ -143,7 +143,7 @@ func TestFirstWindowKeepsTheOrder(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	g := store.GateKey{Tenant: "acme", Scope: "retry-after"}
 	learn := store.LearningConfig{Enabled: true}
-	now := t0.Add(10 * time.Millisecond)
+	now := t0.Add(10 * time.Millisecond).Add(redisstore.HeldPoll)
 	ask := func(s *redisstore.Store, o store.Order) store.Admission {
 		t.Helper()
 		adm, err := s.Admit(context.Background(), store.AdmitRequest{Gate: g, Learning: learn, Order: o, Now: now})
@@ -239,5 +239,27 @@ func TestLearnedQuotaKeepsTheOrder(t *testing.T) {
 	}
 	if adm := ask(a, head(2), reopen); !adm.Admitted() || !adm.Probe {
 		t.Fatalf("A's third call: %+v, want the probe", adm)
+	}
+}
+
+// TestYoungWaitersDoNotHold: calls another replica holds that arrived
+// within the last held poll do not hold a later call (their replica's
+// next question, at most a poll away, serves them; holding for them would
+// make every slot freed at one replica wait for another's poll); once
+// they have waited longer, they do.
+func TestYoungWaitersDoNotHold(t *testing.T) {
+	a, b, g, _ := orderStores(t, 3)
+	t0 := storetest.T0
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	deadline := t0.Add(time.Hour)
+	queue := []store.Waiting{{Arrival: at(1), Deadline: deadline}, {Arrival: at(2), Deadline: deadline}, {Arrival: at(3), Deadline: deadline}}
+	if adm := admitOrdered(t, a, g, order("A", at(1), queue...), at(10)); !adm.Admitted() {
+		t.Fatalf("A's head: %+v", adm)
+	}
+	if adm := admitOrdered(t, b, g, order("B", at(5)), at(10)); !adm.Admitted() {
+		t.Fatalf("B's call, A's two waiting calls 8 ms old: %+v, want admitted", adm)
+	}
+	if adm := admitOrdered(t, b, g, order("B", at(6)), at(3).Add(redisstore.HeldPoll+time.Millisecond)); !adm.Held {
+		t.Fatalf("B's next call, A's two waiting calls older than a poll: %+v, want held", adm)
 	}
 }

@@ -631,16 +631,21 @@ local ord_b = ARGV[18]
 local ord_on = ord_b ~= ''
 local ord_n = nil
 -- ord_older counts the calls of entry v (another replica's queue) that
--- arrived before a and still wait at now; -1 when the entry expired.
--- Unlisted calls are taken as older (they can only hold a call).
+-- arrived before a, have waited longer than the held poll (ARGV[13]) and
+-- still wait at now; -1 when the entry expired. Calls that arrived within
+-- the last poll are not counted: their own replica's next question, at
+-- most a poll away, serves them, and holding a call for them would make
+-- every slot freed at one replica wait for another's poll. Unlisted calls
+-- are taken as older (they can only hold a call).
 local function ord_older(v, a)
   local f = {}
   for x in string.gmatch(v, '[^,]+') do f[#f + 1] = tonumber(x) end
   if (f[1] or 0) <= now then return -1 end
+  local before = math.min(a, now - tonumber(ARGV[13]))
   local n, listed = 0, 0
   for j = 3, #f - 1, 2 do
     listed = listed + 1
-    if f[j] >= a then return n end -- the rest arrived later
+    if f[j] >= before then return n end -- the rest arrived later
     if f[j + 1] == 0 or f[j + 1] > now then n = n + 1 end
   end
   return n + math.max((f[2] or 0) - listed, 0)
