@@ -20,6 +20,16 @@ const HeldPoll = 100 * time.Millisecond
 // that long after.
 const OrderGrace = time.Second
 
+// OrderPoll is the HeldFor of a call held by the arrival order alone (the
+// counts would admit it; older calls of other replicas go first): those
+// calls are taking the free slots now, one store call each, and the slots
+// they leave go on to whichever call is then oldest, so a held call asks
+// again soon rather than at the next HeldPoll. With HeldPoll, every slot
+// that passed from one replica's calls to another's waited for a poll:
+// at a reopening whose waiting calls alternate between three replicas,
+// the window's calls took longer to go than the window.
+const OrderPoll = 10 * time.Millisecond
+
 // WithMaxGatesPerTenant bounds the number of gates (all per-gate state:
 // closed-until time, known quota, calls in flight, probe, learned quota,
 // breaker) one tenant may hold; zero or negative keeps

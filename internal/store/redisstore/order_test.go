@@ -62,8 +62,8 @@ func TestReplicasKeepOneArrivalOrder(t *testing.T) {
 		t.Fatalf("A's head (the oldest call): %+v, want admitted and registered", first)
 	}
 	for i := 1; i < 3; i++ {
-		if adm := admitOrdered(t, b, g, order("B", at(5)), now); !adm.Held || adm.HeldFor <= 0 {
-			t.Fatalf("B's call (arrived after A's %d waiting calls, %d free): %+v, want held", 3-i, 3-i, adm)
+		if adm := admitOrdered(t, b, g, order("B", at(5)), now); !adm.Held || adm.HeldFor != redisstore.OrderPoll {
+			t.Fatalf("B's call (arrived after A's %d waiting calls, %d free): %+v, want held for OrderPoll", 3-i, 3-i, adm)
 		}
 		if adm := admitOrdered(t, a, g, order("A", at(1+i), queue[i:]...), now); !adm.Admitted() {
 			t.Fatalf("A's call %d: %+v, want admitted", i+1, adm)

@@ -579,8 +579,9 @@ end
 const luaHelpers = luaBudget + luaGate + luaState + luaIndex + luaPending
 
 // luaOrder holds the constants of one arrival order across replicas
-// (OrderGrace).
-var luaOrder = "\nlocal ORDER_GRACE = " + strconv.FormatInt(int64(OrderGrace/time.Microsecond), 10) + "\n"
+// (OrderGrace, OrderPoll).
+var luaOrder = "\nlocal ORDER_GRACE, ORDER_POLL = " + strconv.FormatInt(int64(OrderGrace/time.Microsecond), 10) + ", " +
+	strconv.FormatInt(int64(OrderPoll/time.Microsecond), 10) + "\n"
 
 // luaFirstWindow holds the first-window constants (store.SlowStartShare,
 // store.SlowStartMax), from Go so that both stores use the same.
@@ -813,7 +814,7 @@ end
 -- oldest waiting call of all replicas.
 if probe and ord_ahead() >= 1 then
   finish(0)
-  return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
+  return ret({4, 0, ORDER_POLL, 0, 0, 0, 0})
 end
 -- In an epoch with a learned quota, the learned calls are registered in
 -- flight (their Complete says they are back).
@@ -822,13 +823,13 @@ local learned = learn and s.lk and not probe
 -- it goes only if the learned quota has room for them and for it.
 if learned and ord_ahead() >= s.lL - s.la then
   finish(0)
-  return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
+  return ret({4, 0, ORDER_POLL, 0, 0, 0, 0})
 end
 if known and not probe and ord_ahead() > 0 then
   local r = quota_read(KEYS[5], now)
   if r and ord_ahead() >= r - redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf') then
     finish(0)
-    return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
+    return ret({4, 0, ORDER_POLL, 0, 0, 0, 0})
   end
 end
 if learn and first and not s.lk and not probe then
@@ -837,9 +838,13 @@ if learn and first and not s.lk and not probe then
   local lim = 1 + math.floor(s.lc / SLOW_SHARE)
   if lim < SLOW_MAX then
     local inflight = redis.call('ZCOUNT', KEYS[2], '(' .. fmt(now), '+inf')
-    if inflight >= lim or ord_ahead() >= lim - inflight then
+    if inflight >= lim then
       finish(0)
       return ret({4, 0, tonumber(ARGV[13]), 0, 0, 0, 0})
+    end
+    if ord_ahead() >= lim - inflight then
+      finish(0)
+      return ret({4, 0, ORDER_POLL, 0, 0, 0, 0})
     end
     learned = true
   end
