@@ -159,17 +159,17 @@ const (
 	attrStatus     = attribute.Key("http.response.status_code")
 )
 
-// createLink is the link to the CreateTask call's span whose W3C context
-// is stored in r, if there is one.
-func createLink(r *row) []trace.Link {
+// createLink links a span to the CreateTask call's span whose W3C context
+// is stored in r; with none stored it adds nothing.
+func createLink(r *row) trace.SpanStartOption {
 	if r.traceParent == "" {
-		return nil
+		return trace.WithLinks()
 	}
 	c := propagation.MapCarrier{"traceparent": r.traceParent, "tracestate": r.traceState}
 	if sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), c)); sc.IsValid() {
-		return []trace.Link{{SpanContext: sc}}
+		return trace.WithLinks(trace.Link{SpanContext: sc})
 	}
-	return nil
+	return trace.WithLinks()
 }
 
 // dispatchSpan starts the task.dispatch span of one dispatch of r: a new
@@ -181,9 +181,7 @@ func (s *RiverStore) dispatchSpan(ctx context.Context, r *row) (context.Context,
 	opts := []trace.SpanStartOption{
 		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrTaskID.String(r.ID), attrTenant.String(r.Tenant), attrDispatch.Int(r.Dispatches+1)),
-	}
-	if links := createLink(r); links != nil {
-		opts = append(opts, trace.WithLinks(links...))
+		createLink(r),
 	}
 	return s.tracer.Start(ctx, "task.dispatch", opts...)
 }
@@ -202,11 +200,7 @@ func (s *RiverStore) callbackSpan(ctx context.Context, r *row, try int) (context
 			attrs = append(attrs, attrServerPort.Int(port))
 		}
 	}
-	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}
-	if links := createLink(r); links != nil {
-		opts = append(opts, trace.WithLinks(links...))
-	}
-	return s.tracer.Start(ctx, "task.callback", opts...)
+	return s.tracer.Start(ctx, "task.callback", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), createLink(r))
 }
 
 // callbackDone counts a callback try's result and puts it on its span,

@@ -16,9 +16,8 @@ func order(broker string, arrival time.Time, queue ...store.Waiting) store.Order
 	return store.Order{Broker: broker, Arrival: arrival, Queue: queue, QueueLen: len(queue)}
 }
 
-// orderStores are two stores on one real redis-server (two replicas) and a
-// gate whose quota is known: remaining calls until a reset a minute on.
-func orderStores(t *testing.T, remaining int64) (a, b *redisstore.Store, g store.GateKey, reset time.Time) {
+// replicas are two stores on one real redis-server: two broker replicas.
+func replicas(t *testing.T) (a, b *redisstore.Store) {
 	t.Helper()
 	a, srv := newStore(t)
 	b, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
@@ -26,6 +25,14 @@ func orderStores(t *testing.T, remaining int64) (a, b *redisstore.Store, g store
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
+	return a, b
+}
+
+// orderStores are two replicas and a gate whose quota is known: remaining
+// calls until a reset a minute on.
+func orderStores(t *testing.T, remaining int64) (a, b *redisstore.Store, g store.GateKey, reset time.Time) {
+	t.Helper()
+	a, b = replicas(t)
 	g = store.GateKey{Tenant: "acme", Scope: "github"}
 	reset = storetest.T0.Add(time.Minute)
 	if _, err := a.Observe(context.Background(), store.ObserveRequest{Gate: g, Obs: store.Observation{HasQuota: true, Remaining: remaining, Reset: reset}, Now: storetest.T0}); err != nil {
@@ -36,7 +43,13 @@ func orderStores(t *testing.T, remaining int64) (a, b *redisstore.Store, g store
 
 func admitOrdered(t *testing.T, s *redisstore.Store, g store.GateKey, o store.Order, now time.Time) store.Admission {
 	t.Helper()
-	adm, err := s.Admit(context.Background(), store.AdmitRequest{Gate: g, Order: o, Now: now})
+	return admitLearning(t, s, g, store.LearningConfig{}, o, now)
+}
+
+// admitLearning is admitOrdered with learning configured as learn.
+func admitLearning(t *testing.T, s *redisstore.Store, g store.GateKey, learn store.LearningConfig, o store.Order, now time.Time) store.Admission {
+	t.Helper()
+	adm, err := s.Admit(context.Background(), store.AdmitRequest{Gate: g, Learning: learn, Order: o, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,17 +127,22 @@ func TestReplicaQueueLapses(t *testing.T) {
 
 // TestOrderOffAdmitsByCounts: an Admit without an order (a store of one
 // process's engine, or an older replica) is admitted by the counts alone,
-// whatever other replicas' queues hold.
+// whatever other replicas' queues hold: here A's two waiting calls, older
+// than a poll, which would hold a call with an order (checked last).
 func TestOrderOffAdmitsByCounts(t *testing.T) {
 	a, b, g, _ := orderStores(t, 3)
 	t0 := storetest.T0
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	deadline := t0.Add(time.Hour)
-	if adm := admitOrdered(t, a, g, order("A", at(1), store.Waiting{Arrival: at(1), Deadline: deadline}, store.Waiting{Arrival: at(2), Deadline: deadline}, store.Waiting{Arrival: at(3), Deadline: deadline}), at(10)); !adm.Admitted() {
+	now := at(10).Add(redisstore.HeldPoll)
+	if adm := admitOrdered(t, a, g, order("A", at(1), store.Waiting{Arrival: at(1), Deadline: deadline}, store.Waiting{Arrival: at(2), Deadline: deadline}, store.Waiting{Arrival: at(3), Deadline: deadline}), now); !adm.Admitted() {
 		t.Fatalf("A's head: %+v", adm)
 	}
-	if adm := admitOrdered(t, b, g, store.Order{}, at(10)); !adm.Admitted() {
+	if adm := admitOrdered(t, b, g, store.Order{}, now); !adm.Admitted() {
 		t.Fatalf("a call without an order: %+v, want admitted by the counts", adm)
+	}
+	if adm := admitOrdered(t, b, g, order("B", at(5)), now); !adm.Held {
+		t.Fatalf("the same call with an order: %+v, want held behind A's older calls", adm)
 	}
 }
 
@@ -134,23 +152,14 @@ func TestOrderOffAdmitsByCounts(t *testing.T) {
 // another replica is held while the older call of the first waits, though
 // slow start has room for one, and the older call goes.
 func TestFirstWindowKeepsTheOrder(t *testing.T) {
-	a, srv := newStore(t)
-	b, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := replicas(t)
 	t0 := storetest.T0
-	t.Cleanup(func() { _ = b.Close() })
 	g := store.GateKey{Tenant: "acme", Scope: "retry-after"}
 	learn := store.LearningConfig{Enabled: true}
 	now := t0.Add(10 * time.Millisecond).Add(redisstore.HeldPoll)
 	ask := func(s *redisstore.Store, o store.Order) store.Admission {
 		t.Helper()
-		adm, err := s.Admit(context.Background(), store.AdmitRequest{Gate: g, Learning: learn, Order: o, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return adm
+		return admitLearning(t, s, g, learn, o, now)
 	}
 	a1 := store.Waiting{Arrival: t0.Add(time.Millisecond), Deadline: t0.Add(time.Hour)}
 	a2 := store.Waiting{Arrival: t0.Add(2 * time.Millisecond), Deadline: t0.Add(time.Hour)}
@@ -175,23 +184,14 @@ func TestFirstWindowKeepsTheOrder(t *testing.T) {
 // the learned quota has room for one, and again when the learning probe is
 // due, which is A's next call.
 func TestLearnedQuotaKeepsTheOrder(t *testing.T) {
-	a, srv := newStore(t)
-	b, err := redisstore.New(context.Background(), srv.URL(), redisstore.WithRedisOptions(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	a, b := replicas(t)
 	ctx := context.Background()
 	t0 := storetest.T0
 	g := store.GateKey{Tenant: "acme", Scope: "retry-after"}
 	learn := store.LearningConfig{Enabled: true, FirstWindowOff: true}
 	ask := func(s *redisstore.Store, o store.Order, now time.Time) store.Admission {
 		t.Helper()
-		adm, err := s.Admit(ctx, store.AdmitRequest{Gate: g, Learning: learn, Order: o, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return adm
+		return admitLearning(t, s, g, learn, o, now)
 	}
 	// A fresh epoch: three calls go, the first is refused with a hint of
 	// 2 s: L = 2 from the reopening.
