@@ -440,3 +440,42 @@ func BenchmarkExecuteAnswerDecode(b *testing.B) {
 		})
 	}
 }
+
+// busyForwarder is the minimal forwarder with extra CPU work on the call's
+// path: it spins for busy before it forwards.
+type busyForwarder struct {
+	baseline.Forwarder
+	busy time.Duration
+}
+
+func (f busyForwarder) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1.ExecuteResponse, error) {
+	for t0 := time.Now(); time.Since(t0) < f.busy; {
+	}
+	return f.Forwarder.Execute(ctx, req)
+}
+
+// BenchmarkForwarderBusyWork prices a microsecond of handler CPU at one
+// caller: the minimal forwarder, called directly as BenchmarkExecuteHandler
+// calls it, spins 0, 5 and 10 µs before each forward. The difference of
+// ns/op against busy=0s is what that much CPU on the call's path costs in
+// latency; more than the CPU itself means that the other core's threads
+// (the upstream's, net/http's read loop) went idle meanwhile, and waking
+// them costs more than a busy core (docs/architecture.md, "What Execute's
+// one-caller gap is made of").
+func BenchmarkForwarderBusyWork(b *testing.B) {
+	req, handlers := executeHandlers(b)
+	fwd := handlers[0].svc.(baseline.Forwarder)
+	for _, busy := range []time.Duration{0, 5 * time.Microsecond, 10 * time.Microsecond} {
+		svc := busyForwarder{Forwarder: fwd, busy: busy}
+		b.Run("busy="+busy.String(), func(b *testing.B) {
+			for b.Loop() {
+				ctx, cancel := context.WithCancel(context.Background())
+				resp, err := svc.Execute(ctx, req)
+				cancel()
+				if err != nil || resp.GetResponse().GetStatusCode() != 200 {
+					b.Fatalf("execute: %v", err)
+				}
+			}
+		})
+	}
+}
