@@ -184,7 +184,12 @@ func (g *gateQueues) hold(gate store.GateKey, w *waiter, st step, now time.Time)
 	case q.asking == w:
 		q.record(st.until, st.cause, now)
 		q.asking = nil
-		if q.turn { // a completion while it asked: ask again
+		// A completion while it asked: ask again. And a call that arrived
+		// before w may have taken the head while w asked (it asked the
+		// store itself and was held): it waits for w's question to end,
+		// and must look again now, or it and the calls behind it sleep
+		// to their deadlines while the gate opens.
+		if q.turn || q.waiters.Front() != w.elem {
 			q.pokeHead()
 		}
 	case st.until.Before(q.wakeAt):
@@ -208,8 +213,8 @@ func (g *gateQueues) leave(w *waiter, pass bool, until time.Time, cause string, 
 	if q == nil {
 		return
 	}
-	wasHead := q.waiters.Front() == w.elem
-	if q.asking == w {
+	wasHead, wasAsking := q.waiters.Front() == w.elem, q.asking == w
+	if wasAsking {
 		if pass {
 			q.turn = true
 		} else if !until.IsZero() {
@@ -225,7 +230,9 @@ func (g *gateQueues) leave(w *waiter, pass bool, until time.Time, cause string, 
 		g.n.Add(-1)
 		return
 	}
-	if wasHead || q.turn {
+	// The head looks again when it changed, when it has the turn, or when
+	// w's question ended: a head that is not w waited for it (see hold).
+	if wasHead || wasAsking || q.turn {
 		q.pokeHead()
 	}
 }
