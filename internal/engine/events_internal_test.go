@@ -23,13 +23,15 @@ func TestHeadAfterAnotherCallsQuestion(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		end  func(g *gateQueues, gate store.GateKey, asking *waiter, until time.Time)
+		// stays: the asking call is still in the queue after its question.
+		stays bool
 	}{
 		{"the asking call is held", func(g *gateQueues, gate store.GateKey, asking *waiter, until time.Time) {
 			g.hold(gate, asking, step{kind: stepSleep, until: until, cause: causeHeld}, time.Now())
-		}},
+		}, true},
 		{"the asking call leaves without waiting", func(g *gateQueues, gate store.GateKey, asking *waiter, until time.Time) {
 			g.leave(asking, false, until, causeHeld, time.Now())
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var g gateQueues
@@ -59,7 +61,7 @@ func TestHeadAfterAnotherCallsQuestion(t *testing.T) {
 				t.Fatalf("the head woke %d after the other call's question ended, want its turn (%d) at the gate's time", why, wokeTurn)
 			}
 			g.leave(earlier, true, time.Time{}, "", time.Now())
-			if tc.name == "the asking call is held" {
+			if tc.stays {
 				g.leave(later, false, time.Time{}, "", time.Now())
 			}
 			if g.n.Load() != 0 {
