@@ -188,6 +188,10 @@ type streamState struct {
 	cancel  context.CancelCauseFunc
 	preHead error // the body broke off (or the deadline cut it) before the head
 
+	// first holds the head's attempt record when it is the call's first
+	// attempt (the sink may keep the records it was given).
+	first [1]AttemptRecord
+
 	headSent bool
 	end      BodyEnd
 	bytes    int64
@@ -284,8 +288,11 @@ func (st *streamState) body(s *callState, at *attempt, f *FinalResponse) {
 //go:noinline
 func (st *streamState) sendHead(s *callState, at *attempt) bool {
 	n := len(s.res.Attempts)
-	attempts := make([]AttemptRecord, n+1)
-	copy(attempts, s.res.Attempts)
+	attempts := st.first[:]
+	if n > 0 {
+		attempts = make([]AttemptRecord, n+1)
+		copy(attempts, s.res.Attempts)
+	}
 	attempts[n] = at.rec
 	if err := st.sink.Head(StreamHead{Status: at.resp.StatusCode, Header: at.resp.Header, Attempts: attempts}); err != nil {
 		st.end = BodyEndCanceled

@@ -128,29 +128,47 @@ type vtMessage interface {
 // without growing the stack of the goroutine that sends it.
 func marshalVT(m vtMessage) (mem.BufferSlice, error) {
 	size := m.SizeVT()
-	var pool mem.BufferPool
-	var buf *[]byte
 	if mem.IsBelowBufferPoolingThreshold(size) {
-		b := make([]byte, size)
-		buf = &b
-	} else {
-		pool = mem.DefaultBufferPool()
-		buf = pool.Get(size)
+		return marshalSmall(m, size)
 	}
-	n, err := m.MarshalToSizedBufferVT((*buf)[:size])
-	if err == nil && n != size {
-		err = fmt.Errorf("marshal: %d bytes written of %d", n, size)
-	}
-	if err != nil {
-		if pool != nil {
-			pool.Put(buf)
-		}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	if err := marshalInto(m, (*buf)[:size]); err != nil {
+		pool.Put(buf)
 		return nil, err
 	}
-	if pool == nil {
-		return mem.BufferSlice{mem.SliceBuffer(*buf)}, nil
-	}
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
+
+// smallEncoding is a BufferSlice of one unpooled buffer, made by one
+// allocation: the slice's array and the buffer its element points to
+// (boxing a SliceBuffer into the Buffer interface would allocate it
+// apart, and the slice of one another time).
+type smallEncoding struct {
+	slice [1]mem.Buffer
+	buf   mem.SliceBuffer
+}
+
+// marshalSmall encodes m, of size bytes (below gRPC's pooling threshold),
+// into a buffer of its own: two allocations, the bytes and their
+// smallEncoding.
+func marshalSmall(m vtMessage, size int) (mem.BufferSlice, error) {
+	b := make([]byte, size)
+	if err := marshalInto(m, b); err != nil {
+		return nil, err
+	}
+	e := &smallEncoding{buf: b}
+	e.slice[0] = &e.buf
+	return e.slice[:], nil
+}
+
+// marshalInto encodes m into buf, which is exactly m's size.
+func marshalInto(m vtMessage, buf []byte) error {
+	n, err := m.MarshalToSizedBufferVT(buf)
+	if err == nil && n != len(buf) {
+		err = fmt.Errorf("marshal: %d bytes written of %d", n, len(buf))
+	}
+	return err
 }
 
 // spliceBody is the smallest response body marshalSpliced sends in place.
@@ -411,7 +429,7 @@ func executeHandler(svc rbv1.BrokerServiceServer, limit func(context.Context) in
 			return reply, err // an interceptor's own answer, or an error: the block is left to the collector
 		}
 		data, err := marshalExecuteResponse(&b.r)
-		releaseResultBlock(b)
+		resultBlocks.put(b)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "encoding the response: %v", err)
 		}

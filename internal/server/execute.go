@@ -76,7 +76,7 @@ func (s *Service) execute(ctx context.Context, req *rbv1.ExecuteRequest) (*resul
 	if err != nil {
 		return nil, s.executeError(ctx, err)
 	}
-	return resultInto(resultBlocks.Get().(*resultBlock), res, provider), nil
+	return resultInto(resultBlocks.get(), res, provider), nil
 }
 
 // prepare validates an Execute request and builds its engine call. It is
@@ -300,8 +300,14 @@ func attemptsInto(attempts []engine.AttemptRecord, provider string, blocks []att
 // case (one attempt, a few response headers), so that one allocation makes
 // them all; more attempts or headers take slices of their own.
 type resultBlock struct {
-	r          rbv1.ExecuteResponse
-	resp       rbv1.HttpResponse
+	r    rbv1.ExecuteResponse
+	resp rbv1.HttpResponse
+	answerBlock
+}
+
+// answerBlock is what an answer's messages point to in the common case:
+// its retry_after, one attempt and up to six header lines.
+type answerBlock struct {
 	retryAfter durationpb.Duration
 	attempt    [1]attemptBlock
 	attemptPtr [1]*rbv1.Attempt
@@ -313,13 +319,24 @@ type resultBlock struct {
 // 1.3 KiB of small messages; taking them from a pool rather than the heap
 // makes each call's garbage smaller by as much, and the collections it
 // causes fewer (issue 22).
-var resultBlocks = sync.Pool{New: func() any { return new(resultBlock) }}
+var resultBlocks zeroPool[resultBlock]
 
-// releaseResultBlock zeroes b, so that it holds nothing of the call, and
-// gives it back to resultBlocks. Nothing may use b or what it holds after.
-func releaseResultBlock(b *resultBlock) {
-	*b = resultBlock{}
-	resultBlocks.Put(b)
+// zeroPool is a pool of *T whose values are zero when taken: put zeroes a
+// value, so that it holds nothing of its last use, before it keeps it.
+// Nothing may use a value or what it holds after giving it back.
+type zeroPool[T any] struct{ p sync.Pool }
+
+func (z *zeroPool[T]) get() *T {
+	if x, ok := z.p.Get().(*T); ok {
+		return x
+	}
+	return new(T)
+}
+
+func (z *zeroPool[T]) put(x *T) {
+	var zero T
+	*x = zero
+	z.p.Put(x)
 }
 
 // resultToProto converts res into a new ExecuteResponse.

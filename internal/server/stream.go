@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/engine"
@@ -45,7 +44,7 @@ func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStre
 		return err
 	}
 	limit, tenantLimit := call.Policy.Stream.MaxConcurrent, t.StreamLimit()
-	release, full := s.streams.acquire(call.Tenant, call.Policy.Name, limit, tenantLimit)
+	slot, full := s.streams.acquire(call.Tenant, call.Policy.Name, limit, tenantLimit)
 	switch full {
 	case slotsPolicyFull:
 		return status.Errorf(codes.ResourceExhausted,
@@ -54,31 +53,35 @@ func (s *Service) ExecuteStream(req *rbv1.ExecuteRequest, stream grpc.ServerStre
 		return status.Errorf(codes.ResourceExhausted,
 			"the tenant already has %d ExecuteStream calls open across its policies on this broker (tenants[].stream.max_concurrent); try again when one ends", tenantLimit)
 	}
-	defer release()
-	sink := &grpcSink{stream: stream, provider: provider, msg: &rbv1.ExecuteStreamResponse{}}
+	defer slot.release()
+	sink := grpcSinks.get()
+	defer grpcSinks.put(sink)
+	sink.stream, sink.provider = stream, provider
 	res, err := s.exec.Runner.Stream(ctx, call, sink)
 	// The upstream body is over: the slot is free before the end message,
 	// so a caller that opens its next stream on reading end is never
 	// refused for the one it just finished.
-	release()
+	slot.release()
 	if err != nil && !res.HeadSent {
 		return s.executeError(ctx, err)
 	}
 	if res.BodyEnd == engine.BodyEndCanceled && ctx.Err() != nil {
 		return contextStatus(ctx.Err()) // nobody is listening for end
 	}
-	if err := stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_End{End: streamEndToProto(res, sink)}}); err != nil {
-		return err
-	}
-	return nil
+	return sink.End(res)
 }
 
-// grpcSink sends the head and the chunks of a stream as messages. The
-// chunk message is reused: SendMsg encodes it before it returns.
+// grpcSink sends the head, the chunks and the end of a stream as
+// messages. The messages are reused: SendMsg encodes one before it
+// returns. A sink holds the messages of a stream and what they point to
+// in the common case (one attempt, a few headers), so that one block
+// makes them all; sinks come from a pool (grpcSinks) and go back zeroed
+// when the stream's handler returns (issue 22: a stream's garbage is
+// what its collections cost).
 type grpcSink struct {
 	stream   grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]
 	provider string
-	msg      *rbv1.ExecuteStreamResponse
+	msg      rbv1.ExecuteStreamResponse
 	chunk    rbv1.ExecuteStreamResponse_Chunk
 	yielded  bool // after the first chunk
 	// The head's attempts, as the engine gave them and as sent: the end
@@ -86,14 +89,26 @@ type grpcSink struct {
 	// messages when the records did not change since.
 	headRecs     []engine.AttemptRecord
 	headAttempts []*rbv1.Attempt
+
+	head      rbv1.StreamHead
+	headEvent rbv1.ExecuteStreamResponse_Head
+	end       rbv1.StreamEnd
+	endEvent  rbv1.ExecuteStreamResponse_End
+	answerBlock
 }
 
+// grpcSinks holds zeroed sinks.
+var grpcSinks zeroPool[grpcSink]
+
 func (g *grpcSink) Head(h engine.StreamHead) error {
-	g.headRecs, g.headAttempts = h.Attempts, attemptsToProto(h.Attempts, g.provider)
-	return g.stream.Send(&rbv1.ExecuteStreamResponse{Event: &rbv1.ExecuteStreamResponse_Head{Head: &rbv1.StreamHead{
-		StatusCode: int32(h.Status), Headers: fromHTTPHeader(h.Header),
+	g.headRecs, g.headAttempts = h.Attempts, attemptsInto(h.Attempts, g.provider, g.attempt[:], g.attemptPtr[:0])
+	g.head = rbv1.StreamHead{
+		StatusCode: int32(h.Status), Headers: headersInto(h.Header, g.header[:], g.headerPtr[:0]),
 		Attempts: g.headAttempts, Provider: g.provider,
-	}}})
+	}
+	g.headEvent.Head = &g.head
+	g.msg.Event = &g.headEvent
+	return g.stream.Send(&g.msg)
 }
 
 // attempts returns recs as messages: the head's when recs are the records
@@ -103,13 +118,16 @@ func (g *grpcSink) attempts(recs []engine.AttemptRecord) []*rbv1.Attempt {
 	if g.headAttempts != nil && slices.Equal(recs, g.headRecs) {
 		return g.headAttempts
 	}
+	if g.headAttempts == nil { // no head: the sink's block is free
+		return attemptsInto(recs, g.provider, g.attempt[:], g.attemptPtr[:0])
+	}
 	return attemptsToProto(recs, g.provider)
 }
 
 func (g *grpcSink) Chunk(p []byte) error {
 	g.chunk.Chunk = p
 	g.msg.Event = &g.chunk
-	err := g.stream.Send(g.msg)
+	err := g.stream.Send(&g.msg)
 	g.chunk.Chunk = nil
 	if !g.yielded {
 		// Send queues the message for the transport's writer goroutine,
@@ -124,16 +142,25 @@ func (g *grpcSink) Chunk(p []byte) error {
 	return err
 }
 
-// streamEndToProto builds the end message of the stream sink sent.
-func streamEndToProto(res *engine.StreamResult, sink *grpcSink) *rbv1.StreamEnd {
-	provider := sink.provider
-	end := &rbv1.StreamEnd{
-		Attempts: sink.attempts(res.Attempts), Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)),
+// End sends the end message of the stream res describes.
+func (g *grpcSink) End(res *engine.StreamResult) error {
+	g.endInto(res)
+	g.endEvent.End = &g.end
+	g.msg.Event = &g.endEvent
+	return g.stream.Send(&g.msg)
+}
+
+// endInto fills g.end, the end message of the stream g sent, from res.
+func (g *grpcSink) endInto(res *engine.StreamResult) {
+	end := &g.end
+	*end = rbv1.StreamEnd{
+		Attempts: g.attempts(res.Attempts), Outcome: rbv1.Outcome(outcomes.proto(res.Outcome)),
 		BodyComplete: res.BodyEnd == engine.BodyEndComplete, BodyEnd: rbv1.BodyEnd(bodyEnds.proto(res.BodyEnd)),
-		ErrorMessage: res.Error, BodyBytes: uint64(max(res.BodyBytes, 0)), Provider: provider,
+		ErrorMessage: res.Error, BodyBytes: uint64(max(res.BodyBytes, 0)), Provider: g.provider,
 	}
 	if res.HasRetryAfter {
-		end.RetryAfter = durationpb.New(res.RetryAfter)
+		setDuration(&g.retryAfter, res.RetryAfter)
+		end.RetryAfter = &g.retryAfter
 	}
 	if len(res.Trailers) > 0 {
 		end.Trailers = fromHTTPHeader(trailersOnly(res.Trailers))
@@ -144,7 +171,6 @@ func streamEndToProto(res *engine.StreamResult, sink *grpcSink) *rbv1.StreamEnd 
 			end.ErrorMessage = fmt.Sprintf("%s: %s", end.ErrorMessage, res.Attempts[n-1].Error)
 		}
 	}
-	return end
 }
 
 // trailersOnly drops the trailer names the upstream announced but never
@@ -184,33 +210,45 @@ const (
 
 // acquire takes a slot of tenant's policy when fewer than policyLimit are
 // open under it and fewer than tenantLimit under all the tenant's policies,
-// and returns the function that gives it back (call it once); otherwise it
-// says which limit is reached.
-func (t *streamSlots) acquire(tenant, policy string, policyLimit, tenantLimit int) (release func(), full slotsFull) {
+// and returns it (give it back with its release); otherwise it says which
+// limit is reached.
+func (t *streamSlots) acquire(tenant, policy string, policyLimit, tenantLimit int) (slot streamSlot, full slotsFull) {
 	pk, tk := streamKey{tenant: tenant, policy: policy}, streamKey{tenant: tenant, whole: true}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case t.open[pk] >= policyLimit:
-		return nil, slotsPolicyFull
+		return streamSlot{}, slotsPolicyFull
 	case t.open[tk] >= tenantLimit:
-		return nil, slotsTenantFull
+		return streamSlot{}, slotsTenantFull
 	}
 	if t.open == nil {
 		t.open = make(map[streamKey]int)
 	}
 	t.open[pk]++
 	t.open[tk]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			for _, k := range [2]streamKey{pk, tk} {
-				if t.open[k]--; t.open[k] <= 0 {
-					delete(t.open, k)
-				}
-			}
-		})
-	}, slotsOK
+	return streamSlot{t: t, pk: pk, tk: tk}, slotsOK
+}
+
+// streamSlot is one stream's slot. It is a value, so that taking one
+// allocates nothing; one goroutine releases it.
+type streamSlot struct {
+	t      *streamSlots
+	pk, tk streamKey
+}
+
+// release gives the slot back; after the first call it does nothing.
+func (s *streamSlot) release() {
+	t := s.t
+	if t == nil {
+		return
+	}
+	s.t = nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range [2]streamKey{s.pk, s.tk} {
+		if t.open[k]--; t.open[k] <= 0 {
+			delete(t.open, k)
+		}
+	}
 }

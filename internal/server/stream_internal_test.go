@@ -45,15 +45,15 @@ func TestStreamSlots(t *testing.T) {
 	if _, f := s.acquire("t1", "bulk", 1, many); f != slotsOK {
 		t.Fatal("another policy shares the first policy's slots")
 	}
-	r1()
-	r1() // a second release gives back nothing more
+	r1.release()
+	r1.release() // a second release gives back nothing more
 	if _, f := s.acquire("t1", "default", 2, many); f != slotsOK {
 		t.Fatal("a released slot is not free")
 	}
 	if _, f := s.acquire("t1", "default", 2, many); f != slotsPolicyFull {
 		t.Fatal("a double release freed two slots")
 	}
-	r2()
+	r2.release()
 	if n := s.open[streamKey{tenant: "t1", policy: "default"}]; n != 1 {
 		t.Fatalf("%d open, want 1", n)
 	}
@@ -63,7 +63,7 @@ func TestStreamSlots(t *testing.T) {
 // across its policies; a refused slot takes nothing from either count.
 func TestStreamSlotsTenantLimit(t *testing.T) {
 	var s streamSlots
-	var releases []func()
+	var releases []streamSlot
 	for i := range 8 {
 		r, f := s.acquire("t1", fmt.Sprint("p", i%4), 8, 8)
 		if f != slotsOK {
@@ -77,14 +77,14 @@ func TestStreamSlotsTenantLimit(t *testing.T) {
 	if _, f := s.acquire("t2", "p0", 8, 8); f != slotsOK {
 		t.Fatal("another tenant shares the tenant's limit")
 	}
-	releases[0]()
+	releases[0].release()
 	r, f := s.acquire("t1", "p3", 8, 8)
 	if f != slotsOK {
 		t.Fatalf("after a release: %v", f)
 	}
-	r()
-	for _, r := range releases[1:] {
-		r()
+	r.release()
+	for i := range releases[1:] {
+		releases[1+i].release()
 	}
 	if n := s.open[streamKey{tenant: "t1", whole: true}]; n != 0 {
 		t.Fatalf("%d open for t1 after every release, want 0", n)
