@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -123,5 +124,21 @@ func TestStreamEndReusesTheHeadsAttempts(t *testing.T) {
 	}
 	if more := g.attempts(append(slices.Clone(recs), engine.AttemptRecord{Number: 3})); len(more) != 3 || more[2].GetNumber() != 3 {
 		t.Fatalf("a record added after the head: %d attempts", len(more))
+	}
+}
+
+// TestGRPCSinkGoesBackZeroed: a sink given back to the pool holds nothing
+// of its stream (the next stream takes it as it is).
+func TestGRPCSinkGoesBackZeroed(t *testing.T) {
+	g := grpcSinks.get()
+	g.provider, g.yielded = "github", true
+	g.headRecs = []engine.AttemptRecord{{Number: 1, Status: 200}}
+	g.headAttempts = attemptsInto(g.headRecs, g.provider, g.attempt[:], g.attemptPtr[:0])
+	g.head.Headers = headersInto(http.Header{"X-Secret": {"v"}}, g.header[:], g.headerPtr[:0])
+	g.end.BodyBytes = 9
+	grpcSinks.put(g)
+	if g.provider != "" || g.yielded || g.headRecs != nil || g.headAttempts != nil ||
+		g.attempt[0].a.GetNumber() != 0 || g.header[0].GetValue() != "" || g.head.Headers != nil || g.end.BodyBytes != 0 {
+		t.Fatal("a sink given back still holds its stream's messages")
 	}
 }
