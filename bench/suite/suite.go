@@ -78,6 +78,9 @@ type Options struct {
 	// OverheadConcurrency, when not empty, replaces the overhead
 	// scenario's concurrency levels (investigations of one level).
 	OverheadConcurrency []int
+	// TTFBScale, when above 1, multiplies the stream scenario's
+	// time-to-first-byte calls and rounds (investigations of its noise).
+	TTFBScale int
 	// Only, when not empty, limits the run to these scenarios: "quota",
 	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials", "tasks".
 	Only []string
@@ -408,7 +411,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if want("stream") && ctx.Err() == nil {
-		res, err := s.streamRun(ctx, streamParams(o.Quick))
+		stp := streamParams(o.Quick)
+		if o.TTFBScale > 1 {
+			stp.TTFBCalls *= o.TTFBScale
+			stp.TTFBRounds *= o.TTFBScale
+		}
+		res, err := s.streamRun(ctx, stp)
 		rep.Stream = res
 		if err != nil {
 			rep.Errors = append(rep.Errors, "stream: "+err.Error())

@@ -44,6 +44,7 @@ func run() int {
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "stop the run after this long")
 	overheadConc := flag.String("overhead-concurrency", "", "comma-separated concurrency levels of the overhead scenario (default: 1,16,256)")
+	ttfbScale := flag.Int("ttfb-scale", 1, "multiply the stream scenario's time-to-first-byte calls and rounds (24,000 calls in 12 rounds per row) by this")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the suite's own process (the in-process scenarios: overhead, stream, parked) to this file; make pgo turns one into cmd/broker/default.pgo")
 	flag.Parse()
 
@@ -99,6 +100,11 @@ func run() int {
 		}
 		o.OverheadConcurrency = append(o.OverheadConcurrency, n)
 	}
+	if *ttfbScale < 1 {
+		fmt.Fprintln(os.Stderr, "benchsuite: -ttfb-scale: not a positive number:", *ttfbScale)
+		return 2
+	}
+	o.TTFBScale = *ttfbScale
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
 		fmt.Print(rep.Markdown())
