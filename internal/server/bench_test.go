@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -318,8 +320,12 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32)
 			var first atomic.Int64
+			var mu sync.Mutex
+			var all []time.Duration
 			before := conns.Load()
 			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				defer func() { mu.Lock(); all = append(all, mine...); mu.Unlock() }()
 				for pb.Next() {
 					d, err := firstByte(client, req)
 					if err != nil {
@@ -327,12 +333,103 @@ func BenchmarkExecuteStreamFirstByte(b *testing.B) {
 						return
 					}
 					first.Add(int64(d))
+					mine = append(mine, d)
 				}
 			})
 			b.ReportMetric(float64(first.Load())/float64(b.N), "ns-to-first-byte/op")
+			b.ReportMetric(float64(median(all)), "p50-ns-to-first-byte")
 			b.ReportMetric(float64(conns.Load()-before)/float64(b.N), "dials/op")
 		})
 	}
+}
+
+// BenchmarkExecuteStreamPhases says where one caller's first byte goes:
+// the broker and the minimal streaming forwarder, called in turn on the
+// same upstream, each handler's stream wrapped to time its sends. It
+// reports medians (ns) from the call: the handler starting, the head, the
+// first chunk and the end handed to gRPC, and the first byte at the
+// client; "fwd-" is the forwarder, "brk-" the broker.
+func BenchmarkExecuteStreamPhases(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: first\n\n")
+	}))
+	defer up.Close()
+	broker, plain := benchBroker(b)
+	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/first"}}
+	variants := []*phaseTimer{
+		{name: "fwd", svc: baseline.StreamForwarder{Client: plain}},
+		{name: "brk", svc: broker},
+	}
+	clients := make([]rbv1.BrokerServiceClient, len(variants))
+	for i, v := range variants {
+		clients[i] = benchServe(b, v)
+		for range 100 { // warm-up: connections, pools, the gate's first window
+			if _, err := firstByte(clients[i], req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		v.phases = [4][]time.Duration{}
+	}
+	firsts := make([][]time.Duration, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			v.t0 = time.Now()
+			d, err := firstByte(clients[i], req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			firsts[i] = append(firsts[i], d)
+		}
+	}
+	for i, v := range variants {
+		for k, name := range []string{"start", "head", "chunk", "end"} {
+			if len(v.phases[k]) != len(firsts[i]) {
+				b.Fatalf("%s: %d %s times for %d streams", v.name, len(v.phases[k]), name, len(firsts[i]))
+			}
+			b.ReportMetric(float64(median(v.phases[k])), v.name+"-"+name+"-ns")
+		}
+		b.ReportMetric(float64(median(firsts[i])), v.name+"-first-byte-ns")
+	}
+}
+
+// phaseTimer is a streaming service whose ExecuteStream records, for one
+// caller at a time, when the handler started and when it sent its head,
+// first chunk and end, from t0 (set by the caller before each call).
+type phaseTimer struct {
+	rbv1.BrokerServiceServer
+	name   string
+	svc    rbv1.BrokerServiceServer
+	t0     time.Time
+	phases [4][]time.Duration // start, head, chunk, end
+}
+
+func (p *phaseTimer) ExecuteStream(req *rbv1.ExecuteRequest, st grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]) error {
+	p.phases[0] = append(p.phases[0], time.Since(p.t0))
+	return p.svc.ExecuteStream(req, &phaseStream{ServerStreamingServer: st, p: p})
+}
+
+// phaseStream times the first three sends of one stream.
+type phaseStream struct {
+	grpc.ServerStreamingServer[rbv1.ExecuteStreamResponse]
+	p *phaseTimer
+	n int
+}
+
+func (s *phaseStream) Send(m *rbv1.ExecuteStreamResponse) error {
+	if s.n < 3 {
+		s.p.phases[1+s.n] = append(s.p.phases[1+s.n], time.Since(s.p.t0))
+	}
+	s.n++
+	return s.ServerStreamingServer.Send(m)
+}
+
+func median(x []time.Duration) time.Duration {
+	if len(x) == 0 {
+		return 0
+	}
+	slices.Sort(x)
+	return x[len(x)/2]
 }
 
 // firstByte makes one ExecuteStream of req, reads it to its end and
