@@ -397,7 +397,7 @@ func BenchmarkExecuteStreamPhases(b *testing.B) {
 // caller at a time, when the handler started and when it sent its head,
 // first chunk and end, from t0 (set by the caller before each call).
 type phaseTimer struct {
-	rbv1.BrokerServiceServer
+	rbv1.UnimplementedBrokerServiceServer
 	name   string
 	svc    rbv1.BrokerServiceServer
 	t0     time.Time
