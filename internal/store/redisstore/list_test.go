@@ -79,7 +79,7 @@ func TestListTenThousandGatesCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 10,000 gates to a cluster")
 	}
-	s := open(t, topologies()[0].cfg(t), redisstore.WithKeyPrefix("rb:v1:list10k:"))
+	s := open(t, topologies()[0].cfg(t), redisstore.WithKeyPrefix(sharedPrefix("list10k")))
 	storetest.FillGates(t, s, "acme", 10_000)
 	gates, _, err := storetest.ListEvery(context.Background(), s, "acme", 1000, storetest.T0.Add(time.Second))
 	if err != nil {

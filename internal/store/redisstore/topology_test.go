@@ -26,6 +26,17 @@ var (
 	tlsACL    = redistest.SharedTLS()
 )
 
+// prefixes numbers the key prefixes of stores on the shared topologies.
+var prefixes atomic.Int64
+
+// sharedPrefix returns a key prefix that no other store of this test
+// process has used: the shared topologies outlive one run of a test
+// (go test -count=N), and keys an earlier run left would be read as this
+// run's state.
+func sharedPrefix(name string) string {
+	return fmt.Sprintf("rb:v1:%s%d:", name, prefixes.Add(1))
+}
+
 func closeTopologies() error {
 	return errors.Join(cluster3.Close(), cluster33.Close(), sentinel.Close(), tlsACL.Close())
 }
@@ -82,9 +93,8 @@ func TestSuiteTopologies(t *testing.T) {
 	for _, topo := range topologies() {
 		t.Run(topo.name, func(t *testing.T) {
 			cfg := topo.cfg(t)
-			var n atomic.Int64
 			storetest.Run(t, func(t *testing.T) store.Store {
-				s := open(t, cfg, redisstore.WithKeyPrefix(fmt.Sprintf("rb:v1:%s%d:", topo.name, n.Add(1))))
+				s := open(t, cfg, redisstore.WithKeyPrefix(sharedPrefix(topo.name)))
 				ready(t, s) // local admission on, with its subscription on this topology
 				return s
 			})
@@ -107,7 +117,8 @@ func TestVerifyTopologies(t *testing.T) {
 	}
 	t.Run("every master", func(t *testing.T) {
 		c := cluster33.Get(t)
-		s := open(t, redisstore.Config{ClusterAddrs: c.Addrs()}, redisstore.WithKeyPrefix("rb:v1:every:"))
+		prefix := sharedPrefix("every")
+		s := open(t, redisstore.Config{ClusterAddrs: c.Addrs()}, redisstore.WithKeyPrefix(prefix))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.Verify(ctx); err != nil {
@@ -119,7 +130,7 @@ func TestVerifyTopologies(t *testing.T) {
 		}
 		for _, addr := range masters {
 			n := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
-			keys, err := n.Keys(ctx, "rb:v1:every:{t:%00verify-*}:q:*").Result()
+			keys, err := n.Keys(ctx, prefix+"{t:%00verify-*}:q:*").Result()
 			_ = n.Close()
 			if err != nil || len(keys) != 1 {
 				t.Errorf("master %s holds verification quota keys %q (%v), want one", addr, keys, err)
@@ -271,7 +282,7 @@ func TestVerifyNamesMisconfigurations(t *testing.T) {
 func TestClusterOneRoundTrip(t *testing.T) {
 	c := cluster3.Get(t)
 	s := open(t, redisstore.Config{ClusterAddrs: c.Addrs(), Username: redistest.UserBroker, Password: c.BrokerPassword()},
-		redisstore.WithKeyPrefix("rb:v1:rt:"), redisstore.WithLocalAdmission(0)) // every Admit a round trip
+		redisstore.WithKeyPrefix(sharedPrefix("rt")), redisstore.WithLocalAdmission(0)) // every Admit a round trip
 	ctx := context.Background()
 	gates := []store.GateKey{{Tenant: "acme"}, {Tenant: "globex"}, {Tenant: "initech"}, {Tenant: "umbrella"}}
 	// Warm up: load the slot map and the scripts on every master.
