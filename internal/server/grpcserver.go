@@ -66,8 +66,18 @@ type GRPCConfig struct {
 // balancers call without keys.
 const healthPrefix = "/" + "grpc.health.v1.Health" + "/"
 
-// streamWorkers is the number of gRPC stream workers: four per CPU.
-func streamWorkers() uint32 { return uint32(4 * runtime.GOMAXPROCS(0)) }
+// streamWorkers is the number of gRPC stream workers: 64 per CPU, at
+// most maxStreamWorkers. A call that finds every worker busy runs on a new
+// goroutine, whose stack starts small (the runtime's average) and grows,
+// copied, at each doubling on the way to what a stream needs: at 64
+// callers on two cores, with four workers per CPU, that growth was 2-3 µs
+// of each stream's handler CPU (runtime.newstack in the suite's profile of
+// the stream rows). An idle worker holds a goroutine and a stack the
+// collector shrinks, a few KiB.
+func streamWorkers() uint32 { return uint32(min(64*runtime.GOMAXPROCS(0), maxStreamWorkers)) }
+
+// maxStreamWorkers bounds the idle workers of a large machine.
+const maxStreamWorkers = 4096
 
 // NewGRPCServer builds the broker's gRPC server and registers svc, a Health
 // service (SERVING for "" and the broker service) and, optionally,
@@ -115,11 +125,11 @@ func NewGRPCServer(svc rbv1.BrokerServiceServer, cfg GRPCConfig) (*grpc.Server, 
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepaliveParams(cfg)),
 		grpc.ConnectionTimeout(10 * time.Second),
-		// Calls run on a few long-lived workers (new goroutines only when
-		// every worker is busy): a worker's stack has already grown to what
+		// Calls run on long-lived workers (new goroutines only when every
+		// worker is busy): a worker's stack has already grown to what
 		// Execute needs, where a goroutine per call grows its stack anew
 		// on every call (runtime.newstack was 7.5% of the CPU of
-		// BenchmarkExecuteGRPC/broker).
+		// BenchmarkExecuteGRPC/broker); see streamWorkers.
 		grpc.NumStreamWorkers(streamWorkers()),
 	}
 	if cfg.TracerProvider != nil {
