@@ -98,8 +98,17 @@ func BenchmarkClassifyResponseGRPC(b *testing.B) {
 		{"empty-handler", baseline.EmptyService{}},
 		{"broker", server.New(server.WithDefaultTenant(dev))},
 	} {
+		client := benchServe(b, c.svc)
+		// One caller, one call at a time: the suite's c=1 row.
+		b.Run(c.name+"/c=1", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := client.ClassifyResponse(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(c.name, func(b *testing.B) {
-			client := benchServe(b, c.svc)
 			b.ReportAllocs()
 			b.SetParallelism(benchParallelism)
 			b.RunParallel(func(pb *testing.PB) {

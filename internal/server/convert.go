@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strings"
 	"time"
@@ -76,8 +77,18 @@ func (m enumMap[E]) engine(n int32) (E, bool) {
 // toHTTPHeader builds an http.Header keeping order and duplicates.
 func toHTTPHeader(hs []*rbv1.HttpHeader) http.Header {
 	h := make(http.Header, len(hs))
-	for _, x := range hs {
-		h.Add(x.GetName(), x.GetValue())
+	// Each name's first value is a slice of one array for all of them (a
+	// slice of capacity one, so a second value of the name is appended
+	// elsewhere), not an allocation per name as Header.Add makes.
+	first := make([]string, len(hs))
+	for i, x := range hs {
+		k := textproto.CanonicalMIMEHeaderKey(x.GetName())
+		if vs, ok := h[k]; ok {
+			h[k] = append(vs, x.GetValue())
+			continue
+		}
+		first[i] = x.GetValue()
+		h[k] = first[i : i+1 : i+1]
 	}
 	return h
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -93,6 +95,41 @@ func TestResultToProtoBlock(t *testing.T) {
 		}
 		if len(got.GetAttempts()) != tc.attempts || len(got.GetResponse().GetHeaders()) != tc.headers {
 			t.Errorf("%d attempts, %d headers: got %d and %d", tc.attempts, tc.headers, len(got.GetAttempts()), len(got.GetResponse().GetHeaders()))
+		}
+	}
+}
+
+// TestToHTTPHeaderAsAdd: toHTTPHeader gives what Header.Add gives line by
+// line (canonical names, values in order, duplicates kept), and a value
+// added afterwards to one name leaves the others as they were.
+func TestToHTTPHeaderAsAdd(t *testing.T) {
+	for _, lines := range [][][2]string{
+		nil,
+		{{"retry-after", "5"}},
+		{{"Retry-After", "5"}, {"content-type", "application/json"}},
+		{{"x-a", "1"}, {"X-B", "2"}, {"X-A", "3"}, {"x-b", "4"}, {"x-a", "5"}},
+		{{"weird name", "v"}, {"", "empty name"}, {"x-c", ""}},
+	} {
+		var hs []*rbv1.HttpHeader
+		want := http.Header{}
+		for _, l := range lines {
+			hs = append(hs, &rbv1.HttpHeader{Name: l[0], Value: l[1]})
+			want.Add(l[0], l[1])
+		}
+		got := toHTTPHeader(hs)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: got %v, want %v", lines, got, want)
+			continue
+		}
+		before := got.Clone()
+		for k := range got {
+			got.Add(k, "added")
+			for k2, vs := range got {
+				if k2 != k && !slices.Equal(vs, before[k2]) {
+					t.Errorf("%q: adding to %q changed %q to %q", lines, k, k2, vs)
+				}
+			}
+			got[k] = before[k]
 		}
 	}
 }
