@@ -191,6 +191,7 @@ with 403 row a would loop without any backoff and look worse still.
 	}
 
 	b.WriteString("## 3. Overhead\n\n")
+	n1, d1 := r.Overhead.rounds(1)
 	fmt.Fprintf(&b, `Closed-loop callers at each concurrency, against servers in the suite's own
 process built exactly as the broker builds its gRPC server
 (`+"`server.NewGRPCServer`"+`: the same interceptors, stats handler and limits), with a
@@ -201,15 +202,19 @@ destination guard, the metrics observer, the default body budget and the
 default trace propagators, as in `+"`cmd/broker`"+`) with a minimal
 gRPC-to-HTTP forwarder (no retries, no guard, no store) and with direct HTTP to
 the same upstream. The variants of a group run in alternating short rounds
-(A B, then B A, ...: %d rounds of %v each, after a warm-up), so that noise
-hits them alike; the ratio is broker throughput over baseline throughput in
-the same round, the median over rounds. Latencies are per call, p50 and p99
+(A B, then B A, ...: %d rounds of %v each, after a warm-up; at one caller
+%d rounds of %v, since a round's end costs one call there and adjacent short
+rounds meet the same machine), so that noise hits them alike; the ratio is
+broker throughput over baseline throughput in the same round, the median over
+rounds. The "control" rows measure two servers of the empty handler against
+each other by the same method at one caller: how far from 100%% a ratio
+reads when there is nothing to find. Latencies are per call, p50 and p99
 over all rounds. The broker's egress transport has cmd/broker's default pool
 sizes; the baselines' transport keeps as many idle connections as there are
 callers. The upstream counts the connections it accepts during each variant's
 rounds: 0 means every call reused a pooled connection.
 
-`, r.Overhead.Rounds, r.Overhead.Round)
+`, r.Overhead.Rounds, r.Overhead.Round, n1, d1)
 	b.WriteString(r.OverheadTable())
 	b.WriteString("\n")
 	img(ChartRatio, "throughput ratio against concurrency")

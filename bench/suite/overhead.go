@@ -39,6 +39,22 @@ type OverheadParams struct {
 	Round time.Duration
 	// MaxCallsPerRound bounds a round besides its length.
 	MaxCallsPerRound int
+	// OneCallerSplit splits the rounds at one caller: Rounds*OneCallerSplit
+	// rounds of Round/OneCallerSplit (0 or 1: no split). A round's end
+	// costs one call there, so short rounds measure the same thing, and
+	// adjacent short rounds meet the same machine: on a shared machine
+	// the one-caller rows' per-round ratios move by a fifth from round to
+	// round, and twenty of them gave a median that moved by several points
+	// between runs even when both variants were the empty handler.
+	OneCallerSplit int
+}
+
+// rounds is the number and length of the rounds at concurrency c.
+func (p OverheadParams) rounds(c int) (int, time.Duration) {
+	if c == 1 && p.OneCallerSplit > 1 {
+		return p.Rounds * p.OneCallerSplit, p.Round / time.Duration(p.OneCallerSplit)
+	}
+	return p.Rounds, p.Round
 }
 
 // OverheadResult is one variant at one concurrency.
@@ -74,6 +90,11 @@ const (
 	VarDirect    = "direct HTTP"
 	VarForwarder = "minimal forwarder"
 	VarExecute   = "broker Execute"
+	// VarControlA and VarControlB are two servers of the empty handler,
+	// measured against each other at one caller (the "control" group): a
+	// ratio the method gives when there is nothing to find.
+	VarControlA = "empty handler A"
+	VarControlB = "empty handler B"
 )
 
 // inproc is a gRPC server of the suite's own process, built exactly as the
@@ -154,9 +175,16 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 
 	maxConc := slices.Max(p.Concurrency)
 	idle := max(64, maxConc)
-	plainTr := &http.Transport{Proxy: nil, MaxIdleConns: 2 * idle, MaxIdleConnsPerHost: idle, IdleConnTimeout: time.Minute}
-	defer plainTr.CloseIdleConnections()
-	plain := &http.Client{Transport: plainTr}
+	// The forwarder and direct HTTP have a transport each, as the broker
+	// has its own: a shared one would keep the forwarder's connection,
+	// buffers and goroutines warm during direct HTTP's rounds too.
+	plainClient := func() *http.Client {
+		tr := &http.Transport{Proxy: nil, MaxIdleConns: 2 * idle, MaxIdleConnsPerHost: idle, IdleConnTimeout: time.Minute}
+		return &http.Client{Transport: tr}
+	}
+	plain, fwdClient := plainClient(), plainClient()
+	defer plain.CloseIdleConnections()
+	defer fwdClient.CloseIdleConnections()
 
 	// The broker, wired as cmd/broker wires it (inprocRunner), with the
 	// guarded egress transport at its default pool sizes. The baselines'
@@ -181,8 +209,10 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	for name, svc := range map[string]rbv1.BrokerServiceServer{
 		VarEmpty:     baseline.EmptyService{},
 		VarClassify:  server.New(server.WithDefaultTenant(dev)),
-		VarForwarder: baseline.Forwarder{Client: plain},
+		VarForwarder: baseline.Forwarder{Client: fwdClient},
 		VarExecute:   server.New(server.WithDefaultTenant(dev), server.WithExecutor(exec)),
+		VarControlA:  baseline.EmptyService{},
+		VarControlB:  baseline.EmptyService{},
 	} {
 		sv, err := serveInproc(svc)
 		if err != nil {
@@ -195,17 +225,18 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
 		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
 	}
-	classify := func(name string) variant {
+	classifyIn := func(group, name string) variant {
 		cl := servers[name].cl
-		return variant{"classify", name, func(ctx context.Context) error {
+		return variant{group: group, name: name, call: func(ctx context.Context) error {
 			_, err := cl.ClassifyResponse(ctx, classifyReq)
 			return err
 		}}
 	}
+	classify := func(name string) variant { return classifyIn("classify", name) }
 	execReq := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: upURL}}
 	execute := func(name string) variant {
 		cl := servers[name].cl
-		return variant{"execute", name, func(ctx context.Context) error {
+		return variant{group: "execute", name: name, call: func(ctx context.Context) error {
 			resp, err := cl.Execute(ctx, execReq)
 			if err != nil {
 				return err
@@ -216,7 +247,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 			return nil
 		}}
 	}
-	direct := variant{"execute", VarDirect, func(ctx context.Context) error {
+	direct := variant{group: "execute", name: VarDirect, call: func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, upURL, nil)
 		if err != nil {
 			return err
@@ -234,6 +265,8 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	}}
 	groups := [][]variant{
 		{classify(VarEmpty), classify(VarClassify)},
+		// The control runs at one caller only, where the noise is largest.
+		{classifyIn("control", VarControlA), classifyIn("control", VarControlB)},
 		{execute(VarForwarder), execute(VarExecute), direct},
 	}
 
@@ -247,6 +280,9 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 			capture = startCPUCapture()
 		}
 		for _, c := range p.Concurrency {
+			if g[0].group == "control" && c != 1 {
+				continue
+			}
 			if ctx.Err() != nil {
 				if capture != nil {
 					_, _ = capture.stop()
@@ -259,14 +295,15 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 				served[v.name] += runRound(ctx, v, c, p.Round/2, p.MaxCallsPerRound).calls
 			}
 			acc := make([]roundAcc, len(g))
-			for r := range p.Rounds {
+			rounds, round := p.rounds(c)
+			for r := range rounds {
 				for i := range g {
 					j := i
 					if r%2 == 1 { // reverse order every other round
 						j = len(g) - 1 - i
 					}
 					c0 := upConns.Load()
-					a := runRound(ctx, g[j], c, p.Round, p.MaxCallsPerRound)
+					a := runRound(ctx, g[j], c, round, p.MaxCallsPerRound)
 					a.conns = upConns.Load() - c0
 					served[g[j].name] += a.calls
 					acc[j].add(a)

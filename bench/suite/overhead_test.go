@@ -21,3 +21,18 @@ func TestRoundResultLatencies(t *testing.T) {
 		t.Errorf("mean %v, throughput %v; want 5.5ms and 10 calls/s", r.Mean, r.Throughput)
 	}
 }
+
+// TestOverheadRounds: only the one-caller level splits its rounds.
+func TestOverheadRounds(t *testing.T) {
+	p := OverheadParams{Rounds: 20, Round: 150 * time.Millisecond, OneCallerSplit: 5}
+	if n, d := p.rounds(1); n != 100 || d != 30*time.Millisecond {
+		t.Errorf("one caller: %d rounds of %v, want 100 of 30ms", n, d)
+	}
+	if n, d := p.rounds(16); n != 20 || d != 150*time.Millisecond {
+		t.Errorf("16 callers: %d rounds of %v, want 20 of 150ms", n, d)
+	}
+	p.OneCallerSplit = 0
+	if n, d := p.rounds(1); n != 20 || d != 150*time.Millisecond {
+		t.Errorf("no split: %d rounds of %v, want 20 of 150ms", n, d)
+	}
+}

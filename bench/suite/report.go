@@ -397,7 +397,8 @@ func (r *Report) comparisonRow(st fakeprovider.Style, n int) string {
 func (r *Report) OverheadTable() string {
 	var b strings.Builder
 	p := r.Overhead
-	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level; the ratio is the median of the per-round ratios (the ratio of all rounds' totals in brackets).\n\n", p.Rounds, p.Round)
+	n1, d1 := p.rounds(1)
+	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level (%d of %v at one caller); the ratio is the median of the per-round ratios (the ratio of all rounds' totals in brackets).\n\n", p.Rounds, p.Round, n1, d1)
 	b.WriteString("| call | concurrency | variant | calls/s | p50 | p99 | upstream connections opened | throughput ratio |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---|\n")
 	for _, o := range r.OverRes {
@@ -413,6 +414,8 @@ func (r *Report) OverheadTable() string {
 		switch o.Variant {
 		case VarClassify:
 			ratio = rat(VarEmpty, "empty handler")
+		case VarControlB:
+			ratio = rat(VarControlA, "empty handler A: the control, two identical servers")
 		case VarExecute:
 			ratio = rat(VarForwarder, "forwarder") + "; " + rat(VarDirect, "direct HTTP")
 		case VarForwarder:

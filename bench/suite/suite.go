@@ -264,7 +264,7 @@ func Params(quick bool) Sizes {
 			Rate: 50, Warmup: time.Second, Outage: 10 * time.Second, Recovery: 2*openFor + time.Second, OpenFor: openFor,
 			CallTimeout: 30 * time.Second, Bin: 500 * time.Millisecond, Setups: outageSetups,
 		},
-		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000},
+		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000, OneCallerSplit: 5},
 		Parked:   ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond},
 		Scale:    ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500},
 		Herd:     herdParams(),

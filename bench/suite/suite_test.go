@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,8 +120,16 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("outage %s: nothing measured: %+v", o.Setup, o)
 		}
 	}
-	if want := len(op.Concurrency) * 5; len(rep.OverRes) != want {
+	// Five variants at every level, and the control's two at one caller.
+	want := len(op.Concurrency) * 5
+	if slices.Contains(op.Concurrency, 1) {
+		want += 2
+	}
+	if len(rep.OverRes) != want {
 		t.Errorf("overhead results: %d, want %d", len(rep.OverRes), want)
+	}
+	if _, ok := rep.ThroughputRatio(suite.VarControlB, suite.VarControlA, 1); !ok {
+		t.Errorf("no control ratio at one caller")
 	}
 	for _, o := range rep.OverRes {
 		if o.Calls == 0 || o.P50 <= 0 {
@@ -192,7 +201,7 @@ func TestQuickRun(t *testing.T) {
 		"### Quota citizenship", "| style | row |", "| github | a |", "| github | b |", "| retry-after | b |", "| retry-after | c | 3 brokers, shared Redis | 100 |",
 		"### Outage", "| a | – |", "| broker, no breaker | `breaker: {disabled: true}` |", "| broker, breaker | `breaker: {",
 		"outage: with the breaker, the first success comes",
-		"### Overhead", "broker ClassifyResponse", "minimal forwarder",
+		"### Overhead", "broker ClassifyResponse", "minimal forwarder", "the control, two identical servers",
 		"| retry-after | d-cluster | 3 brokers, 3-master Redis Cluster, a different seed node each | 4 |",
 		"retry-after row d-cluster (3 brokers, 3-master Redis Cluster, a different seed node each), 4 callers, after the first window: 0 early sends",
 		"### Herd: more callers than quota, all at once", "| github | a | short |", "| github | 1 broker | long |", "### Herd: side by side", "### Rolling restart", "| retry-after | rolling restart | short |",
