@@ -204,7 +204,10 @@ gRPC-to-HTTP forwarder (no retries, no guard, no store) and with direct HTTP to
 the same upstream. The variants of a group run in alternating short rounds
 (A B, then B A, ...: %d rounds of %v each, after a warm-up; at one caller
 %d rounds of %v, since a round's end costs one call there and adjacent short
-rounds meet the same machine), so that noise hits them alike; the ratio is
+rounds meet the same machine), so that noise hits them alike (Execute's
+group runs forwarder, direct HTTP, broker, then the reverse: the two it
+compares are at the ends, where each runs twice in a row as often as the
+other); the ratio is
 broker throughput over baseline throughput in the same round, the median over
 rounds. The "control" rows measure two servers of the empty handler against
 each other by the same method at one caller: how far from 100%% a ratio
