@@ -23,7 +23,7 @@ import (
 
 // unaryStamps are the times (Unix ns) of the last call's steps, written by
 // the server's goroutines and read by the caller once the call returned.
-type unaryStamps struct{ handler, wrote, upstream, firstByte, returned atomic.Int64 }
+type unaryStamps struct{ handler, wrote, firstByte, returned atomic.Int64 }
 
 // BenchmarkExecuteGRPCPhases splits one caller's Execute (the suite's
 // one-caller row) into its steps, for the minimal forwarder and the
