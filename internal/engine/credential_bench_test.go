@@ -46,23 +46,30 @@ func BenchmarkRunCredential(b *testing.B) {
 	}{{"caller", nil, http.Header{"Authorization": {"Bearer bench-secret"}}}, {"header", cred, http.Header{}}, {"none", nil, http.Header{}}} {
 		p := mustPolicy(b, func(p *engine.Policy) { p.Credential = c.cred })
 		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					call := &engine.Call{
-						Policy: p, Method: "GET", URL: u, Header: c.header, RedactedURL: up.URL,
-						Client: client, Classify: egress.Classify, Tenant: "t1",
-					}
-					res, err := r.Run(b.Context(), call)
-					if err != nil || res.Outcome != engine.OutcomeSuccess {
-						b.Errorf("%v %v", err, res.Outcome)
-						return
-					}
+			runAt16(b, r, func() *engine.Call {
+				return &engine.Call{
+					Policy: p, Method: "GET", URL: u, Header: c.header, RedactedURL: up.URL,
+					Client: client, Classify: egress.Classify, Tenant: "t1",
 				}
 			})
 		})
 	}
+}
+
+// runAt16 runs the calls newCall makes through r at concurrency 16, each
+// expected to succeed, reporting allocations.
+func runAt16(b *testing.B, r *engine.Runner, newCall func() *engine.Call) {
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := r.Run(b.Context(), newCall())
+			if err != nil || res.Outcome != engine.OutcomeSuccess {
+				b.Errorf("%v %v", err, res.Outcome)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkRunCredentialSigV4 is the suite's aws_sigv4 row in one process:
@@ -101,20 +108,11 @@ func BenchmarkRunCredentialSigV4(b *testing.B) {
 	}{{"none", nil}, {"sigv4", cred}} {
 		p := mustPolicy(b, func(p *engine.Policy) { p.Credential = c.cred })
 		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					call := &engine.Call{
-						Policy: p, Method: http.MethodPut, URL: u, Body: body, RedactedURL: up.URL,
-						Header: http.Header{"Content-Type": {"application/octet-stream"}},
-						Client: client, Classify: egress.Classify, Tenant: "t1",
-					}
-					res, err := r.Run(b.Context(), call)
-					if err != nil || res.Outcome != engine.OutcomeSuccess {
-						b.Errorf("%v %v", err, res.Outcome)
-						return
-					}
+			runAt16(b, r, func() *engine.Call {
+				return &engine.Call{
+					Policy: p, Method: http.MethodPut, URL: u, Body: body, RedactedURL: up.URL,
+					Header: http.Header{"Content-Type": {"application/octet-stream"}},
+					Client: client, Classify: egress.Classify, Tenant: "t1",
 				}
 			})
 		})

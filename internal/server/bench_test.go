@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -37,10 +36,12 @@ import (
 	"github.com/retrybroker/retrybroker/internal/tenant"
 )
 
-func benchServe(b *testing.B, svc rbv1.BrokerServiceServer) rbv1.BrokerServiceClient {
+// benchServe serves svc on loopback behind the broker's gRPC server (with
+// extra server options appended, if any) and returns a client of it.
+func benchServe(b *testing.B, svc rbv1.BrokerServiceServer, extra ...grpc.ServerOption) rbv1.BrokerServiceClient {
 	b.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{Logger: quiet})
+	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{Logger: quiet, ExtraOptions: extra})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -86,10 +87,7 @@ func benchBroker(b *testing.B) (rbv1.BrokerServiceServer, *http.Client) {
 // unary handler behind the same server options, in one run. Report the
 // ratio of ns/op: empty / broker is the broker's share of throughput.
 func BenchmarkClassifyResponseGRPC(b *testing.B) {
-	req := &rbv1.ClassifyResponseRequest{
-		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
-		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
-	}
+	req := classifyBenchRequest()
 	dev, _ := tenant.Dev(nil)
 	for _, c := range []struct {
 		name string

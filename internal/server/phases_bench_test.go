@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -14,11 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
-	"github.com/retrybroker/retrybroker/internal/server"
 )
 
 // unaryStamps are the times (Unix ns) of the last call's steps, written by
@@ -41,7 +37,11 @@ type unaryStamps struct{ handler, wrote, firstByte, returned atomic.Int64 }
 //   - out: the handler's return to the caller holding the answer
 //     (encoding, the wire, decoding).
 //
-// The interceptor and the trace hooks cost both variants alike.
+// The interceptor and the trace hooks cost both variants alike. The steps
+// in which both run the same code (in, to-up) show how far the machine
+// drifts between the two variants' runs, so the pair runs in both orders:
+// run one order alone (-test.bench 'BenchmarkExecuteGRPCPhases/broker-first')
+// to keep the other out of its process.
 func BenchmarkExecuteGRPCPhases(b *testing.B) {
 	var upAt atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -51,66 +51,57 @@ func BenchmarkExecuteGRPCPhases(b *testing.B) {
 	defer up.Close()
 	broker, plain := benchBroker(b)
 	req := &rbv1.ExecuteRequest{Request: &rbv1.HttpRequest{Method: "GET", Url: up.URL + "/v1/items"}}
-	for _, c := range []struct {
-		name string
-		svc  rbv1.BrokerServiceServer
-	}{
-		{"minimal-forwarder", baseline.Forwarder{Client: plain}},
-		{"broker", broker},
-	} {
+	type served struct {
+		name   string
+		st     *unaryStamps
+		client rbv1.BrokerServiceClient
+	}
+	serve := func(name string, svc rbv1.BrokerServiceServer) served {
 		st := &unaryStamps{}
-		client := phasesServe(b, c.svc, st)
-		b.Run(c.name+"/c=1", func(b *testing.B) {
-			var in, pre, toUp, upResp, post, out []float64
-			for b.Loop() {
-				t0 := time.Now().UnixNano()
-				resp, err := client.Execute(context.Background(), req)
-				t6 := time.Now().UnixNano()
-				if err != nil || resp.GetResponse().GetStatusCode() != 200 {
-					b.Fatalf("execute: %v %v", err, resp.GetOutcome())
+		return served{name, st, benchServe(b, svc, grpc.ChainUnaryInterceptor(stampInterceptor(st)))}
+	}
+	fwd, brk := serve("minimal-forwarder", baseline.Forwarder{Client: plain}), serve("broker", broker)
+	for _, order := range []struct {
+		name string
+		vs   []served
+	}{{"forwarder-first", []served{fwd, brk}}, {"broker-first", []served{brk, fwd}}} {
+		for _, v := range order.vs {
+			b.Run(order.name+"/"+v.name+"/c=1", func(b *testing.B) {
+				var in, pre, toUp, upResp, post, out []float64
+				for b.Loop() {
+					t0 := time.Now().UnixNano()
+					resp, err := v.client.Execute(context.Background(), req)
+					t6 := time.Now().UnixNano()
+					if err != nil || resp.GetResponse().GetStatusCode() != 200 {
+						b.Fatalf("execute: %v %v", err, resp.GetOutcome())
+					}
+					t1, t2, t3, t4, t5 := v.st.handler.Load(), v.st.wrote.Load(), upAt.Load(), v.st.firstByte.Load(), v.st.returned.Load()
+					in, pre, toUp = append(in, float64(t1-t0)), append(pre, float64(t2-t1)), append(toUp, float64(t3-t2))
+					upResp, post, out = append(upResp, float64(t4-t3)), append(post, float64(t5-t4)), append(out, float64(t6-t5))
 				}
-				t1, t2, t3, t4, t5 := st.handler.Load(), st.wrote.Load(), upAt.Load(), st.firstByte.Load(), st.returned.Load()
-				in, pre, toUp = append(in, float64(t1-t0)), append(pre, float64(t2-t1)), append(toUp, float64(t3-t2))
-				upResp, post, out = append(upResp, float64(t4-t3)), append(post, float64(t5-t4)), append(out, float64(t6-t5))
-			}
-			for _, m := range []struct {
-				unit string
-				xs   []float64
-			}{{"in-µs", in}, {"pre-µs", pre}, {"to-up-µs", toUp}, {"up-resp-µs", upResp}, {"post-µs", post}, {"out-µs", out}} {
-				slices.Sort(m.xs)
-				b.ReportMetric(m.xs[len(m.xs)/2]/1e3, m.unit)
-			}
-		})
+				for _, m := range []struct {
+					unit string
+					xs   []float64
+				}{{"in-µs", in}, {"pre-µs", pre}, {"to-up-µs", toUp}, {"up-resp-µs", upResp}, {"post-µs", post}, {"out-µs", out}} {
+					slices.Sort(m.xs)
+					b.ReportMetric(m.xs[len(m.xs)/2]/1e3, m.unit)
+				}
+			})
+		}
 	}
 }
 
-// phasesServe serves svc as benchServe does, with an interceptor that
-// stamps the handler's start and return into st and traces the upstream
-// request's write and first byte.
-func phasesServe(b *testing.B, svc rbv1.BrokerServiceServer, st *unaryStamps) rbv1.BrokerServiceClient {
-	b.Helper()
+// stampInterceptor stamps the handler's start and return into st, and
+// traces the upstream request's write and first byte into it.
+func stampInterceptor(st *unaryStamps) grpc.UnaryServerInterceptor {
 	trace := &httptrace.ClientTrace{
 		WroteRequest:         func(httptrace.WroteRequestInfo) { st.wrote.Store(time.Now().UnixNano()) },
 		GotFirstResponseByte: func() { st.firstByte.Store(time.Now().UnixNano()) },
 	}
-	stamp := func(ctx context.Context, r any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, r any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		st.handler.Store(time.Now().UnixNano())
 		resp, err := h(httptrace.WithClientTrace(ctx, trace), r)
 		st.returned.Store(time.Now().UnixNano())
 		return resp, err
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gs, _ := server.NewGRPCServer(svc, server.GRPCConfig{Logger: quiet, ExtraOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(stamp)}})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return rbv1.NewBrokerServiceClient(conn)
 }
