@@ -47,12 +47,20 @@ type OverheadParams struct {
 	// round, and twenty of them gave a median that moved by several points
 	// between runs even when both variants were the empty handler.
 	OneCallerSplit int
+	// OneCallerScale, when above 1, multiplies the number of one-caller
+	// rounds (not their length): the median of more per-round ratios
+	// moves less from run to run.
+	OneCallerScale int
 }
 
 // rounds is the number and length of the rounds at concurrency c.
 func (p OverheadParams) rounds(c int) (int, time.Duration) {
-	if c == 1 && p.OneCallerSplit > 1 {
-		return p.Rounds * p.OneCallerSplit, p.Round / time.Duration(p.OneCallerSplit)
+	if c == 1 {
+		n, d := p.Rounds, p.Round
+		if p.OneCallerSplit > 1 {
+			n, d = n*p.OneCallerSplit, d/time.Duration(p.OneCallerSplit)
+		}
+		return n * max(p.OneCallerScale, 1), d
 	}
 	return p.Rounds, p.Round
 }

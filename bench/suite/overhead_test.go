@@ -31,7 +31,14 @@ func TestOverheadRounds(t *testing.T) {
 	if n, d := p.rounds(16); n != 20 || d != 150*time.Millisecond {
 		t.Errorf("16 callers: %d rounds of %v, want 20 of 150ms", n, d)
 	}
-	p.OneCallerSplit = 0
+	p.OneCallerScale = 4
+	if n, d := p.rounds(1); n != 400 || d != 30*time.Millisecond {
+		t.Errorf("one caller, scale 4: %d rounds of %v, want 400 of 30ms", n, d)
+	}
+	if n, d := p.rounds(16); n != 20 || d != 150*time.Millisecond {
+		t.Errorf("16 callers, scale 4: %d rounds of %v, want 20 of 150ms", n, d)
+	}
+	p.OneCallerSplit, p.OneCallerScale = 0, 0
 	if n, d := p.rounds(1); n != 20 || d != 150*time.Millisecond {
 		t.Errorf("no split: %d rounds of %v, want 20 of 150ms", n, d)
 	}

@@ -81,6 +81,9 @@ type Options struct {
 	// TTFBScale, when above 1, multiplies the stream scenario's
 	// time-to-first-byte calls and rounds (investigations of its noise).
 	TTFBScale int
+	// OneCallerScale, when above 1, multiplies the overhead scenario's
+	// one-caller rounds (OverheadParams.OneCallerScale).
+	OneCallerScale int
 	// Only, when not empty, limits the run to these scenarios: "quota",
 	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials", "tasks".
 	Only []string
@@ -331,6 +334,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if len(o.OverheadConcurrency) > 0 {
 		sz.Overhead.Concurrency = o.OverheadConcurrency
 	}
+	sz.Overhead.OneCallerScale = o.OneCallerScale
 	qp, op, pp, sp, up := sz.Quota, sz.Overhead, sz.Parked, sz.Scale, sz.Outage
 	if len(o.Styles) > 0 {
 		var keep []QuotaCase

@@ -44,6 +44,7 @@ func run() int {
 	trace := flag.String("trace", "", "directory for per-row CSV traces of every provider arrival (default: none)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "stop the run after this long")
 	overheadConc := flag.String("overhead-concurrency", "", "comma-separated concurrency levels of the overhead scenario (default: 1,16,256)")
+	oneCallerScale := flag.Int("one-caller-scale", 1, "multiply the overhead scenario's one-caller rounds (100 of 30 ms per variant) by this")
 	ttfbScale := flag.Int("ttfb-scale", 1, "multiply the stream scenario's time-to-first-byte calls and rounds (24,000 calls in 12 rounds per row) by this")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the suite's own process (the in-process scenarios: overhead, stream, parked) to this file; make pgo turns one into cmd/broker/default.pgo")
 	flag.Parse()
@@ -105,6 +106,11 @@ func run() int {
 		return 2
 	}
 	o.TTFBScale = *ttfbScale
+	if *oneCallerScale < 1 {
+		fmt.Fprintln(os.Stderr, "benchsuite: -one-caller-scale: not a positive number:", *oneCallerScale)
+		return 2
+	}
+	o.OneCallerScale = *oneCallerScale
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
 		fmt.Print(rep.Markdown())
