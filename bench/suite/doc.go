@@ -203,8 +203,9 @@ default trace propagators, as in `+"`cmd/broker`"+`) with a minimal
 gRPC-to-HTTP forwarder (no retries, no guard, no store) and with direct HTTP to
 the same upstream. The variants of a group run in alternating short rounds
 (A B, then B A, ...: %d rounds of %v each, after a warm-up; at one caller
-%d rounds of %v, since a round's end costs one call there and adjacent short
-rounds meet the same machine), so that noise hits them alike (Execute's
+%d rounds of %v, since a round's end costs one call there, adjacent short
+rounds meet the same machine, and the per-round ratios there spread widest, so
+the median needs more of them), so that noise hits them alike (Execute's
 group runs forwarder, direct HTTP, broker, then the reverse: the two it
 compares are at the ends, where each runs twice in a row as often as the
 other); the ratio is
