@@ -162,10 +162,11 @@ func (s *callState) end() {
 
 // attemptContext returns the context of attempt at, a child of parent,
 // and registers at in the runner's attempts in flight (attemptSet), which
-// cancel it at the earlier of the attempt timeout and the call's total
-// timeout (cause context.DeadlineExceeded, as a context's own deadline
-// would give: net/http returns the cause, and the attempt classifies as a
-// timeout) and at the drain deadline (context.Canceled). The context
+// cancel it at the earlier of the attempt timeout (counted from now, the
+// attempt's start) and the call's total timeout (cause
+// context.DeadlineExceeded, as a context's own deadline would give:
+// net/http returns the cause, and the attempt classifies as a timeout)
+// and at the drain deadline (context.Canceled). The context
 // carries no deadline of its own (Deadline reports parent's): nothing
 // below the engine reads it, and a context with one costs a runtime timer
 // per attempt. at.end cancels it and takes it out of the set.
@@ -174,8 +175,7 @@ func (s *callState) end() {
 // (callCtx, made when the call first waits), and of the caller's before.
 // A stream's are children of the caller's always: a stream's timeouts
 // bound it up to its head and not its body (streamState.head).
-func (s *callState) attemptContext(at *attempt, parent context.Context) (context.Context, context.CancelCauseFunc) {
-	now := time.Now()
+func (s *callState) attemptContext(at *attempt, parent context.Context, now time.Time) (context.Context, context.CancelCauseFunc) {
 	d := now.Add(s.p.AttemptTimeout)
 	if s.totalBy.Before(d) {
 		d = s.totalBy
@@ -568,7 +568,10 @@ func (s *callState) attemptRequest(at *attempt) (req *http.Request, ended bool, 
 	if s.ctx != nil && s.stream == nil {
 		parent = s.ctx
 	}
-	actx, cancel := s.attemptContext(at, parent)
+	// The attempt starts when its timeout starts: its record's duration
+	// (from Start) is then never shorter than the timeout that cut it.
+	start := time.Now()
+	actx, cancel := s.attemptContext(at, parent, start)
 	if s.stream != nil {
 		s.stream.started(actx, cancel)
 	}
@@ -578,7 +581,10 @@ func (s *callState) attemptRequest(at *attempt) (req *http.Request, ended bool, 
 	// the rules count retries (max_retries) without it.
 	at.in = Input{Method: c.Method, Attempt: s.n - s.repeated, HasIdempotencyKey: s.hasKey, Reader: c.Reader, Deadline: s.tellBy}
 
-	at.rec.Start = r.clock.Now()
+	at.rec.Start = start
+	if !r.realClock {
+		at.rec.Start = r.clock.Now()
+	}
 	req, err = newRequest(actx, c)
 	if err != nil {
 		return nil, false, err
