@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
 	"github.com/retrybroker/retrybroker/internal/egress"
@@ -504,6 +505,41 @@ func TestRunAttemptTimeoutEndsEachAttempt(t *testing.T) {
 		if i < 2 && a.Decision.Action != engine.ActionRetry {
 			t.Errorf("attempt %d: decision %+v, want a retry", i+1, a.Decision)
 		}
+	}
+}
+
+// slowStartTracer records nothing and takes delay to start each span, as
+// an exporter under back-pressure or a slow sampler can.
+type slowStartTracer struct {
+	noop.Tracer
+	delay time.Duration
+}
+
+func (t slowStartTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	time.Sleep(t.delay)
+	return t.Tracer.Start(ctx, name, opts...)
+}
+
+// TestRunAttemptRecordStartsWithItsTimeout: an attempt's record starts
+// at the instant its attempt timeout is counted from, so a timed-out
+// attempt never records less than its timeout, however long the set-up
+// between its context and its request takes (here a tracer that takes
+// 40 ms to start the attempt's span: with the record started after the
+// span, the attempt recorded about 60 ms of a 100 ms timeout).
+func TestRunAttemptRecordStartsWithItsTimeout(t *testing.T) {
+	slow := newSilentUpstream(t)
+	const timeout = 100 * time.Millisecond
+	r := engine.NewRunner(memstore.New(), engine.WithTracer(slowStartTracer{delay: 40 * time.Millisecond}))
+	p := mustPolicy(t, func(p *engine.Policy) { p.AttemptTimeout, p.MaxRetries = timeout, 0 })
+	res, err := r.Run(t.Context(), newCall(t, slow.URL, "GET", p, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Attempts) != 1 {
+		t.Fatalf("%d attempts, want 1 (outcome %s)", len(res.Attempts), res.Outcome)
+	}
+	if a := res.Attempts[0]; a.Transport != engine.TransportTimeout || a.Duration < timeout || a.Duration > timeout+time.Second {
+		t.Errorf("transport %s after %v, want a timeout after %v", a.Transport, a.Duration, timeout)
 	}
 }
 
