@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 )
 
@@ -51,4 +53,13 @@ func (f Forwarder) Execute(ctx context.Context, req *rbv1.ExecuteRequest) (*rbv1
 		}
 	}
 	return &rbv1.ExecuteResponse{Response: out, Outcome: rbv1.Outcome_OUTCOME_SUCCESS}, nil
+}
+
+// ClassifyRequest is the ClassifyResponse request the overhead scenario and
+// the server's benchmarks measure: a 429 with Retry-After: 5.
+func ClassifyRequest() *rbv1.ClassifyResponseRequest {
+	return &rbv1.ClassifyResponseRequest{
+		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
+		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
+	}
 }

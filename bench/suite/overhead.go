@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -232,10 +231,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 		servers[name] = sv
 	}
 
-	classifyReq := &rbv1.ClassifyResponseRequest{
-		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
-		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
-	}
+	classifyReq := baseline.ClassifyRequest()
 	classifyIn := func(group, name string) variant {
 		cl := servers[name].cl
 		return variant{group: group, name: name, call: func(ctx context.Context) error {

@@ -87,7 +87,7 @@ func benchBroker(b *testing.B) (rbv1.BrokerServiceServer, *http.Client) {
 // unary handler behind the same server options, in one run. Report the
 // ratio of ns/op: empty / broker is the broker's share of throughput.
 func BenchmarkClassifyResponseGRPC(b *testing.B) {
-	req := classifyBenchRequest()
+	req := baseline.ClassifyRequest()
 	dev, _ := tenant.Dev(nil)
 	for _, c := range []struct {
 		name string

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
@@ -20,7 +19,7 @@ import (
 // critical path of the suite's one-caller ClassifyResponse row. The
 // "+codec" cases add what the handler's answer costs gRPC: its encoding.
 func BenchmarkClassifyHandler(b *testing.B) {
-	req := classifyBenchRequest()
+	req := baseline.ClassifyRequest()
 	dev, err := tenant.Dev(nil)
 	if err != nil {
 		b.Fatal(err)
@@ -54,14 +53,5 @@ func BenchmarkClassifyHandler(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// classifyBenchRequest is the ClassifyResponse request of the benchmarks
-// and of the suite's overhead scenario: a 429 with Retry-After.
-func classifyBenchRequest() *rbv1.ClassifyResponseRequest {
-	return &rbv1.ClassifyResponseRequest{
-		Method: "GET", StatusCode: 429, Attempt: 1, Now: timestamppb.Now(),
-		Headers: []*rbv1.HttpHeader{{Name: "Retry-After", Value: "5"}, {Name: "Content-Type", Value: "application/json"}},
 	}
 }
