@@ -192,7 +192,7 @@ func (b *bodyBudget) collected(n int64) {
 // drain (s.res shutting down, err nil).
 func (s *callState) reserveBodies(adm store.Admission) (end bool, err error) {
 	b := s.r.budget
-	if b == nil || s.stream != nil || (s.hold != nil && s.hold.sending) {
+	if b == nil || !s.d.reservesBodies() || (s.hold != nil && s.hold.sending) {
 		return false, nil
 	}
 	need := s.maxBody

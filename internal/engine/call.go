@@ -58,8 +58,11 @@ type callState struct {
 	w      waiter        // where every wait of the call waits
 	at     *attempt      // attempt n, from its admission until it is recorded (from attempts)
 
-	stream *streamState // set for ExecuteStream (Runner.Stream), nil for Execute
-	hold   *bodyHold    // the call's room in the body budget, once reserved (&holdRoom)
+	// d is how the call hands its final response over, chosen once when
+	// the call starts: whole in the Result (Run: wholeDelivery) or
+	// streamed to a sink (Stream: *streamState).
+	d    delivery
+	hold *bodyHold // the call's room in the body budget, once reserved (&holdRoom)
 	// holdRoom and finalRoom are the room of hold and of the final response
 	// (readFinal), in the call's own allocation.
 	holdRoom  bodyHold
@@ -73,14 +76,14 @@ type callState struct {
 	repeated int
 }
 
-// newCall starts the state of call c. It is not inlined: its locals would
+// newCall starts the state of call c, delivered by d. It is not inlined: its locals would
 // join the frame of Run, which stays on the stack for the whole call (see
 // callState.run).
 //
 //go:noinline
-func (r *Runner) newCall(ctx context.Context, c *Call) *callState {
+func (r *Runner) newCall(ctx context.Context, c *Call, d delivery) *callState {
 	p := c.Policy
-	s := &callState{r: r, c: c, p: p, caller: ctx, vctx: ctx}
+	s := &callState{r: r, c: c, p: p, caller: ctx, vctx: ctx, d: d}
 	s.res = &s.result
 	now := r.clock.Now()
 	if r.realClock {
@@ -174,7 +177,7 @@ func (s *callState) end() {
 // Execute's attempts are children of the call's context once it has one
 // (callCtx, made when the call first waits), and of the caller's before.
 // A stream's are children of the caller's always: a stream's timeouts
-// bound it up to its head and not its body (streamState.head).
+// bound it up to its head and not its body (streamState.final).
 func (s *callState) attemptContext(at *attempt, parent context.Context, now time.Time) (context.Context, context.CancelCauseFunc) {
 	d := now.Add(s.p.AttemptTimeout)
 	if s.totalBy.Before(d) {
@@ -564,17 +567,11 @@ func (s *callState) attemptRequest(at *attempt) (req *http.Request, ended bool, 
 	r, c, p := s.r, s.c, s.p
 	at.rec.Number, at.rec.Waited, at.rec.Probe = s.n, s.waited, at.adm.Probe
 	s.waited = 0
-	parent := s.vctx
-	if s.ctx != nil && s.stream == nil {
-		parent = s.ctx
-	}
 	// The attempt starts when its timeout starts: its record's duration
 	// (from Start) is then never shorter than the timeout that cut it.
 	start := time.Now()
-	actx, cancel := s.attemptContext(at, parent, start)
-	if s.stream != nil {
-		s.stream.started(actx, cancel)
-	}
+	actx, cancel := s.attemptContext(at, s.d.attemptParent(s), start)
+	s.d.started(actx, cancel)
 	actx, at.span = r.startAttemptSpan(actx, c, s.n, at.adm.Probe)
 	at.cancel = cancel
 	// A repeat after a rejected credential is an attempt, not a retry:
@@ -703,9 +700,7 @@ func (s *callState) credentialFailed(at *attempt, err error) {
 		if r.credObs != nil {
 			r.credObs.CredentialUnavailable(s.c.Tenant, name, err)
 		}
-		if s.stream != nil {
-			s.stream.errMsg = at.rec.Error
-		}
+		s.d.failed(at.rec.Error)
 	}
 	if at.span.IsRecording() {
 		at.span.SetAttributes(attrErrorType.String("credentials_unavailable"))
@@ -795,7 +790,7 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 	}
 	final := (*FinalResponse)(nil)
 	if at.resp != nil && at.a.Decision.Action != ActionRetry {
-		final = s.final(at)
+		final = s.d.final(s, at)
 	}
 	d := &at.rec.Decision
 	*d = at.a.Decision
@@ -806,7 +801,7 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 	if !allowed {
 		budget := Decision{Action: ActionDoNotRetry, Reason: ReasonRetryBudgetExhausted, Hint: d.Hint, HasHint: d.HasHint, Rule: d.Rule}
 		if at.resp != nil && final == nil {
-			final = s.final(at) // a broken body changes nothing now: no retry is left
+			final = s.d.final(s, at) // a broken body changes nothing now: no retry is left
 		}
 		*d = budget
 	}
@@ -831,8 +826,8 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 		d.Reason == ReasonRetryBudgetExhausted || d.Reason == ReasonShuttingDown) {
 		s.res.RetryAfter, s.res.HasRetryAfter = d.Hint, true
 	}
-	if s.stream != nil && final != nil {
-		s.stream.body(s, at, final) // head, then the body; before the span ends
+	if final != nil {
+		s.d.deliver(s, at, final) // a stream's head, then its body; before the span ends
 	}
 	if at.rec.Transport == TransportCanceled && s.caller.Err() != nil {
 		return true, s.caller.Err()
@@ -840,15 +835,45 @@ func (s *callState) conclude(at *attempt) (done bool, err error) {
 	return true, nil
 }
 
-// final returns the final response of at: read whole (readFinal) for
-// Execute; for a stream, its status and headers (streamState.head), the
-// body being streamed once the attempt is concluded.
-func (s *callState) final(at *attempt) *FinalResponse {
-	if s.stream != nil {
-		return s.stream.head(s, at)
-	}
-	return s.readFinal(at)
+// delivery is how a call hands its final response over. It is chosen
+// once, when the call starts (Run: wholeDelivery; Stream: *streamState),
+// so that the attempt path asks it rather than checking which kind of call
+// it runs.
+type delivery interface {
+	// attemptParent is the parent of an attempt's context (see
+	// callState.attemptContext).
+	attemptParent(s *callState) context.Context
+	// started is told of each attempt's context as it starts.
+	started(ctx context.Context, cancel context.CancelCauseFunc)
+	// reservesBodies reports whether the call takes room in the body
+	// budget for the bodies it holds (bodybudget.go).
+	reservesBodies() bool
+	// final returns the final response of at, and deliver hands it over
+	// once the attempt is concluded (before its span ends).
+	final(s *callState, at *attempt) *FinalResponse
+	deliver(s *callState, at *attempt, f *FinalResponse)
+	// failed is told why a call ends without a response it could deliver
+	// (the attempt record's error: never a secret).
+	failed(msg string)
 }
+
+// wholeDelivery is Execute's delivery: the final response is read whole
+// (readFinal, within the body budget) and returned in the Result.
+type wholeDelivery struct{}
+
+// attemptParent: the call's context once it has one (callCtx, made when
+// the call first waits), the caller's before.
+func (wholeDelivery) attemptParent(s *callState) context.Context {
+	if s.ctx != nil {
+		return s.ctx
+	}
+	return s.vctx
+}
+func (wholeDelivery) started(context.Context, context.CancelCauseFunc) {}
+func (wholeDelivery) reservesBodies() bool                             { return true }
+func (wholeDelivery) final(s *callState, at *attempt) *FinalResponse   { return s.readFinal(at) }
+func (wholeDelivery) deliver(*callState, *attempt, *FinalResponse)     {}
+func (wholeDelivery) failed(string)                                    {}
 
 // readFinal reads the final response's body, up to the call's limit, and
 // closes it. When the body broke off (reset, short Content-Length, the

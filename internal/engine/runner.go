@@ -515,7 +515,7 @@ func (r *Runner) Run(ctx context.Context, c *Call) (*Result, error) {
 	r.observer.InFlight(1)
 	defer r.observer.InFlight(-1)
 	start := r.clock.Now()
-	s := r.newCall(ctx, c)
+	s := r.newCall(ctx, c, wholeDelivery{})
 	defer s.end()
 	res, err := s.run()
 	s.keepBodies(res)

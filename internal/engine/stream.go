@@ -157,13 +157,12 @@ func (r *Runner) Stream(ctx context.Context, c *Call, sink StreamSink) (*StreamR
 	r.observer.InFlight(1)
 	defer r.observer.InFlight(-1)
 	start := r.clock.Now()
-	s := r.newCall(ctx, c)
-	defer s.end()
 	st := &streamState{sink: sink, limits: c.Policy.Stream}
 	if m := c.MaxResponseBody; m > 0 && (st.limits.MaxBytes == 0 || m < st.limits.MaxBytes) {
 		st.limits.MaxBytes = m
 	}
-	s.stream = st
+	s := r.newCall(ctx, c, st)
+	defer s.end()
 	res, err := s.run()
 	out := &StreamResult{Result: *res, HeadSent: st.headSent, BodyEnd: st.end, BodyBytes: st.bytes, Error: st.errMsg, Trailers: st.trailers}
 	if out.BodyEnd == BodyEndUnspecified {
@@ -199,6 +198,11 @@ type streamState struct {
 	trailers http.Header
 }
 
+// attemptParent: a stream's attempts are children of the caller's
+// context always (with the call's values): its timeouts bound it up to
+// its head, not its body (final).
+func (st *streamState) attemptParent(s *callState) context.Context { return s.vctx }
+
 // started records the context of the attempt in progress (see
 // callState.attemptContext: a child of the caller's context, with the
 // call's timeouts up to the head, and the drain deadline).
@@ -206,13 +210,19 @@ func (st *streamState) started(ctx context.Context, cancel context.CancelCauseFu
 	st.ctx, st.cancel, st.preHead = ctx, cancel, nil
 }
 
-// head lifts the attempt's deadline and returns the final response
+// reservesBodies: a stream holds one chunk at a time, not a body.
+func (st *streamState) reservesBodies() bool { return false }
+
+// failed keeps msg as the reason the stream has no body.
+func (st *streamState) failed(msg string) { st.errMsg = msg }
+
+// final lifts the attempt's deadline and returns the final response
 // without its body. When the body already broke off (while peeking at it
 // for hints) or the deadline cut the attempt before its head, the attempt
 // becomes a transport failure (TransportBodyIncomplete) and is decided
 // again, as Execute's readFinal does: no byte has left the broker, so it
 // is retried where the rules allow.
-func (st *streamState) head(s *callState, at *attempt) *FinalResponse {
+func (st *streamState) final(s *callState, at *attempt) *FinalResponse {
 	at.drain.headed()
 	resp := at.resp
 	f := &FinalResponse{Status: resp.StatusCode, Header: resp.Header}
@@ -230,11 +240,11 @@ func (st *streamState) head(s *callState, at *attempt) *FinalResponse {
 	return f
 }
 
-// body streams the final response: the head, the bytes already peeked,
+// deliver streams the final response: the head, the bytes already peeked,
 // then the rest as the upstream sends it, within the stream limits. It
 // closes the body, records how it ended on the attempt's span (which ends
 // after it) and in the attempt record, and makes the outcome say so.
-func (st *streamState) body(s *callState, at *attempt, f *FinalResponse) {
+func (st *streamState) deliver(s *callState, at *attempt, f *FinalResponse) {
 	resp := at.resp
 	defer resp.Body.Close()
 	defer func() { st.finish(s, at, f) }()
@@ -282,7 +292,7 @@ func (st *streamState) body(s *callState, at *attempt, f *FinalResponse) {
 // sendHead gives the head to the sink: the status, the headers and the
 // attempts so far, this one last. It reports whether the body goes on. It
 // is not inlined: the head's encoding is the deepest point of a stream,
-// and body's frame, which holds the stream's timers, is above it (see
+// and deliver's frame, which holds the stream's timers, is above it (see
 // callState.run on the stack budget).
 //
 //go:noinline
@@ -379,7 +389,7 @@ func (st *streamState) finish(s *callState, at *attempt, f *FinalResponse) {
 }
 
 // recordBodyEnd puts how the body ended on a span that records. It is not
-// inlined: its attributes would take room in body's frame (see
+// inlined: its attributes would take room in deliver's frame (see
 // callState.run on the stack).
 //
 //go:noinline
