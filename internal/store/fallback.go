@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -308,27 +306,15 @@ func WithStartWait(d time.Duration) FallbackOption {
 // on the primary when it failed). State is otherwise not copied in either
 // direction: in-flight counts, budgets and pacing restart from local counts
 // during an outage, and from the primary's after.
+//
+// Fallback routes; its health (healthy, starting, degraded and why, the
+// flaps, the probes and the listeners) is a state machine of its own,
+// primaryHealth (health.go), which Fallback asks where a call goes and
+// tells of each primary failure.
 type Fallback struct {
 	primary, local Store
 	opts           fallbackOptions
-
-	degraded atomic.Bool
-	checking atomic.Bool   // a check started by a caller's early exit runs
-	starting atomic.Bool   // the first verification has not ended (WithStartWait)
-	started  chan struct{} // closed when it ends
-
-	mu          sync.Mutex // guards the fields below and state changes
-	closed      bool
-	health      Health
-	recoveredAt time.Time       // the last return to the primary
-	flaps       int             // failures in a row that came soon after a recovery
-	life        context.Context // cancelled by Close: stops the probe
-	kill        context.CancelFunc
-	listeners   []func(degraded bool)
-	watchers    []func(Health)
-	wg          sync.WaitGroup // the probe and check goroutines
-
-	notifyMu sync.Mutex // keeps notifications in the order of the changes
+	h              *primaryHealth
 }
 
 var _ Store = (*Fallback)(nil)
@@ -349,63 +335,36 @@ func NewFallback(primary, local Store, opts ...FallbackOption) *Fallback {
 		opt(&o)
 	}
 	o.probeMax = max(o.probeMax, o.probeMin)
-	life, kill := context.WithCancel(context.Background())
-	f := &Fallback{
-		primary: primary, local: local, opts: o, life: life, kill: kill,
-		health: Health{Since: time.Now()}, started: make(chan struct{}),
-	}
-	if o.startWait > 0 {
-		f.starting.Store(true)
-		f.health.Starting = true
-		f.wg.Add(1)
-		go f.start(o.startWait)
-	} else {
-		close(f.started)
-	}
-	if o.healthEvery > 0 {
-		f.wg.Add(1)
-		go f.watchPrimary(o.healthEvery)
-	}
+	f := &Fallback{primary: primary, local: local, opts: o}
+	f.h = newPrimaryHealth(o, f.check1, f.ping)
 	return f
 }
 
 // Started returns a channel closed when the Fallback stops starting (at
 // once without [WithStartWait]): its first verification passed, or it
 // degraded.
-func (f *Fallback) Started() <-chan struct{} { return f.started }
+func (f *Fallback) Started() <-chan struct{} { return f.h.started }
 
 // Primary returns the store f serves from while it is healthy.
 func (f *Fallback) Primary() Store { return f.primary }
 
 // Degraded reports whether the primary is currently not in use.
-func (f *Fallback) Degraded() bool { return f.degraded.Load() }
+func (f *Fallback) Degraded() bool { return f.h.degraded.Load() }
 
 // Health returns the current state and, while degraded, its cause.
-func (f *Fallback) Health() Health {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.health
-}
+func (f *Fallback) Health() Health { return f.h.get() }
 
 // OnStateChange registers fn to be called on each change between healthy
 // (false) and degraded (true), in order, from the goroutine that made the
 // change. fn must not block for long nor call the Fallback's Store
 // methods (it may call Degraded and Health); it is not called for the state
 // current at registration (read Degraded for that).
-func (f *Fallback) OnStateChange(fn func(degraded bool)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.listeners = append(f.listeners, fn)
-}
+func (f *Fallback) OnStateChange(fn func(degraded bool)) { f.h.onStateChange(fn) }
 
 // OnHealthChange registers fn to be called, as OnStateChange's listeners
 // are, on each change between healthy and degraded and on each change of
 // cause while degraded, with the new Health.
-func (f *Fallback) OnHealthChange(fn func(Health)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.watchers = append(f.watchers, fn)
-}
+func (f *Fallback) OnHealthChange(fn func(Health)) { f.h.onHealthChange(fn) }
 
 // Verify checks the primary now, as the recovery probe does (Verify on a
 // [Verifier], else a ping), bounded by ctx and the verify timeout. When
@@ -420,7 +379,7 @@ func (f *Fallback) Verify(ctx context.Context) error {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return err
 	}
-	f.degrade(err)
+	f.h.degrade(err)
 	return err
 }
 
@@ -519,12 +478,12 @@ func call[R any](f *Fallback, ctx context.Context, op string, failClosed bool,
 ) (R, error) {
 	var zero R
 	var cause error
-	if f.starting.Load() {
-		if err := f.awaitStart(ctx, op); err != nil {
+	if f.h.starting.Load() {
+		if err := f.h.awaitStart(ctx, op); err != nil {
 			return zero, err
 		}
 	}
-	if !f.degraded.Load() {
+	if !f.h.degraded.Load() {
 		pctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
 		r, err := primary(pctx)
 		cancel()
@@ -545,25 +504,10 @@ func call[R any](f *Fallback, ctx context.Context, op string, failClosed bool,
 	return r, nil
 }
 
-// awaitStart waits until the Fallback stops starting, within ctx.
-func (f *Fallback) awaitStart(ctx context.Context, op string) error {
-	select {
-	case <-f.started:
-		return nil
-	case <-f.life.Done():
-		return fmt.Errorf("store: %s: %w", op, ErrClosed)
-	case <-ctx.Done():
-		return fmt.Errorf("store: %s: %w (the shared store is not verified yet: the broker is starting): %w", op, ErrUnavailable, ctx.Err())
-	}
-}
-
 // InFlight implements InFlightCounter from the backend in use (the primary
 // while healthy), for stores that count; others report 0.
 func (f *Fallback) InFlight(ctx context.Context, gate GateKey, now time.Time) (int64, error) {
-	var s Store = f.local
-	if !f.degraded.Load() {
-		s = f.primary
-	}
+	s := f.inUse()
 	c, ok := s.(InFlightCounter)
 	if !ok {
 		return 0, nil
@@ -574,10 +518,7 @@ func (f *Fallback) InFlight(ctx context.Context, gate GateKey, now time.Time) (i
 // InspectGate implements Inspector from the backend in use (the primary
 // while healthy), for stores that inspect; others report nothing.
 func (f *Fallback) InspectGate(ctx context.Context, gate GateKey, now time.Time) (GateInfo, error) {
-	var s Store = f.local
-	if !f.degraded.Load() {
-		s = f.primary
-	}
+	s := f.inUse()
 	in, ok := s.(Inspector)
 	if !ok {
 		return GateInfo{}, nil
@@ -590,10 +531,7 @@ func (f *Fallback) InspectGate(ctx context.Context, gate GateKey, now time.Time)
 // that spans a switch of backend continues in the other's order: its
 // pages may then miss or repeat gates.
 func (f *Fallback) ListGates(ctx context.Context, req ListGatesRequest) (GatePage, error) {
-	var s Store = f.local
-	if !f.degraded.Load() {
-		s = f.primary
-	}
+	s := f.inUse()
 	l, ok := s.(GateLister)
 	if !ok {
 		return GatePage{}, nil
@@ -601,17 +539,19 @@ func (f *Fallback) ListGates(ctx context.Context, req ListGatesRequest) (GatePag
 	return l.ListGates(ctx, req)
 }
 
+// inUse is the backend calls go to now: the primary while healthy.
+func (f *Fallback) inUse() Store {
+	if f.h.degraded.Load() {
+		return f.local
+	}
+	return f.primary
+}
+
 // Close stops the probe and closes both stores. It is idempotent.
 func (f *Fallback) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	if !f.h.close() {
 		return nil
 	}
-	f.closed = true
-	f.kill()
-	f.mu.Unlock()
-	f.wg.Wait()
 	return errors.Join(f.primary.Close(), f.local.Close())
 }
 
@@ -625,34 +565,11 @@ func (f *Fallback) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		// The caller gave up first: maybe it was impatient, maybe the
 		// primary hangs. Check the primary on our own time.
-		f.check()
+		f.h.check()
 		return nil
 	}
-	f.degrade(err)
+	f.h.degrade(err)
 	return err
-}
-
-// check probes the primary in the background, at most one check at a
-// time, and degrades the Fallback when the probe fails.
-func (f *Fallback) check() {
-	if !f.checking.CompareAndSwap(false, true) {
-		return
-	}
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		f.checking.Store(false)
-		return
-	}
-	f.wg.Add(1)
-	f.mu.Unlock()
-	go func() {
-		defer f.wg.Done()
-		defer f.checking.Store(false)
-		if err := f.check1(f.life); err != nil && f.life.Err() == nil {
-			f.degrade(err)
-		}
-	}()
 }
 
 // unavailable is the error of a fail-closed call: cause is this call's
@@ -684,140 +601,6 @@ func (f *Fallback) mirrorObs(ctx context.Context, gate GateKey, until time.Time,
 	}, MaxGate: MaxMirrorGate, Now: now})
 }
 
-// degrade marks the Fallback degraded with err's cause, counts a flap when
-// it comes soon after a recovery, starts the probe, and notifies; while
-// already degraded it only records a change of cause.
-func (f *Fallback) degrade(err error) {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return
-	}
-	f.degradeLocked(err)
-}
-
-// degradeLocked is degrade, called with f.mu held; it releases it. While
-// starting it ends the start, degraded.
-func (f *Fallback) degradeLocked(err error) {
-	cause, detail := CauseOf(err), errDetail(err)
-	now := time.Now()
-	was := f.health
-	if was.Degraded {
-		if was.Cause == cause {
-			f.health.Detail = detail // the same trouble, in fresher words
-			f.mu.Unlock()
-			return
-		}
-		f.health = Health{Degraded: true, Cause: cause, Detail: detail, Since: now}
-		f.notify(false)
-		return
-	}
-	if !f.recoveredAt.IsZero() && now.Sub(f.recoveredAt) < f.opts.stableAfter {
-		f.flaps++
-	} else {
-		f.flaps = 0
-	}
-	f.health = Health{Degraded: true, Cause: cause, Detail: detail, Since: now}
-	f.degraded.Store(true)
-	f.endStartLocked()
-	f.wg.Add(1)
-	go f.probe(f.holdDown())
-	f.notify(true)
-}
-
-// endStartLocked ends the start (once), with f.mu held: calls waiting for
-// it go on, to the backend f.degraded names.
-func (f *Fallback) endStartLocked() {
-	if f.starting.Swap(false) {
-		close(f.started)
-	}
-}
-
-// start runs the first verification (see WithStartWait) until it passes,
-// fails with a cause that waiting does not fix, wait passes, or the
-// Fallback closes.
-func (f *Fallback) start(wait time.Duration) {
-	defer f.wg.Done()
-	deadline := time.Now().Add(wait)
-	backoff := f.opts.probeMin
-	for {
-		ctx, cancel := context.WithDeadline(f.life, deadline)
-		err := f.check1(ctx)
-		cancel()
-		if f.life.Err() != nil {
-			return
-		}
-		left := time.Until(deadline)
-		f.mu.Lock()
-		if f.closed || !f.starting.Load() {
-			f.mu.Unlock()
-			return
-		}
-		switch {
-		case err == nil:
-			f.endStartLocked()
-			f.health = Health{Since: time.Now()}
-			f.notify(false)
-			return
-		case left <= 0 || !passing(CauseOf(err)):
-			f.degradeLocked(err)
-			return
-		}
-		cause, detail := CauseOf(err), errDetail(err)
-		changed := f.health.Cause != cause
-		f.health.Cause, f.health.Detail = cause, detail
-		if changed {
-			f.notify(false)
-		} else {
-			f.mu.Unlock()
-		}
-		timer := time.NewTimer(min(backoff, left))
-		select {
-		case <-f.life.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, f.opts.probeMax)
-	}
-}
-
-// passing reports whether a failure of cause c may pass by itself soon
-// (the server starting, a failover), so that a start is worth waiting for.
-func passing(c Cause) bool {
-	switch c {
-	case CauseUnreachable, CauseClusterDown, CauseLoading, CauseMasterDown:
-		return true
-	}
-	return false
-}
-
-// watchPrimary checks the healthy primary every interval until the
-// Fallback closes (see WithHealthInterval).
-func (f *Fallback) watchPrimary(every time.Duration) {
-	defer f.wg.Done()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-f.life.Done():
-			return
-		case <-tick.C:
-		}
-		if f.degraded.Load() || f.starting.Load() {
-			continue
-		}
-		if f.ping(f.life) == nil {
-			continue
-		}
-		err := f.ping(f.life) // once more: one slow answer is no outage
-		if err == nil || errors.Is(err, ErrClosed) || f.life.Err() != nil || f.degraded.Load() {
-			continue
-		}
-		f.degrade(err)
-	}
-}
-
 // ping checks that the primary answers: Ping on a Pinger, bounded by the
 // primary timeout, else check1.
 func (f *Fallback) ping(ctx context.Context) error {
@@ -828,95 +611,6 @@ func (f *Fallback) ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.timeout)
 	defer cancel()
 	return p.Ping(ctx)
-}
-
-// recover returns the Fallback to the primary and notifies.
-func (f *Fallback) recover() {
-	f.mu.Lock()
-	if f.closed || !f.health.Degraded {
-		f.mu.Unlock()
-		return
-	}
-	now := time.Now()
-	f.recoveredAt = now
-	f.health = Health{Since: now}
-	f.degraded.Store(false)
-	f.notify(true)
-}
-
-// notify calls the listeners (state listeners only when flipped) in order.
-// It is called with f.mu held and releases it.
-func (f *Fallback) notify(flipped bool) {
-	h := f.health
-	var listeners []func(bool)
-	if flipped {
-		listeners = append(listeners, f.listeners...)
-	}
-	watchers := append([]func(Health){}, f.watchers...)
-	f.notifyMu.Lock()
-	f.mu.Unlock()
-	defer f.notifyMu.Unlock()
-	for _, fn := range listeners {
-		fn(h.Degraded)
-	}
-	for _, fn := range watchers {
-		fn(h)
-	}
-}
-
-// holdDown returns how long the primary must pass every probe before the
-// Fallback returns to it: nothing after a stable period, maxWait ×
-// 2^(flaps-1) up to maxHold while it flaps. Called with f.mu held.
-func (f *Fallback) holdDown() time.Duration {
-	if f.flaps == 0 {
-		return 0
-	}
-	d := f.opts.probeMax
-	for range f.flaps - 1 {
-		if d >= f.opts.maxHold {
-			break
-		}
-		d *= 2
-	}
-	return min(d, f.opts.maxHold)
-}
-
-// probe checks the primary with exponential backoff until it passes for
-// the hold-down (once, with none) or the Fallback closes. A failed check
-// updates the cause.
-func (f *Fallback) probe(hold time.Duration) {
-	defer f.wg.Done()
-	wait := f.opts.probeMin
-	var passing time.Time // since when every check passed
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		select {
-		case <-f.life.Done():
-			return
-		case <-timer.C:
-		}
-		err := f.check1(f.life)
-		if f.life.Err() != nil {
-			return
-		}
-		now := time.Now()
-		switch {
-		case err != nil:
-			passing = time.Time{}
-			f.degrade(err)
-			wait = min(2*wait, f.opts.probeMax)
-		case hold <= 0 || !passing.IsZero() && now.Sub(passing) >= hold:
-			f.recover()
-			return
-		default:
-			if passing.IsZero() {
-				passing = now
-			}
-			wait = max(min(f.opts.probeMax, hold-now.Sub(passing)), f.opts.probeMin)
-		}
-		timer.Reset(wait)
-	}
 }
 
 // check1 checks the primary once: Verify on a Verifier (bounded by the
