@@ -33,46 +33,109 @@ func (e *SpecError) Error() string {
 
 // Formats returns the value formats a hint step, a quota reset or a rule's
 // delay header may use, with what each means, in documentation order.
-func Formats() []FormatInfo { return slices.Clone(formatInfos) }
+func Formats() []FormatInfo {
+	out := make([]FormatInfo, len(formats))
+	for i, f := range formats {
+		out[i] = FormatInfo{Name: f.name, Where: f.def.places.where(), Doc: f.doc}
+	}
+	return out
+}
 
 // FormatInfo describes one value format.
 type FormatInfo struct {
 	Name string
-	// Where is "header", "body" or "quota" (a structured quota field).
+	// Where is "header" (a header's value, or a structured field of its
+	// own) or "body".
 	Where string
 	Doc   string
 }
 
-var formatInfos = []FormatInfo{
-	{"retry_after", "header", "delay-seconds or an HTTP-date (Retry-After)"},
-	{"seconds", "header", "whole seconds (delay-seconds)"},
-	{"milliseconds", "header", "whole milliseconds"},
-	{"decimal_seconds", "header", "decimal seconds such as `2.5`"},
-	{"decimal_or_date", "header", "decimal seconds or an HTTP-date"},
-	{"unix_seconds", "header", "absolute time, whole seconds since the Unix epoch"},
-	{"http_date", "header", "absolute time, an RFC 9110 HTTP-date (GMT)"},
-	{"iso8601", "header", "absolute time, ISO 8601 with a zone, seconds optional"},
-	{"rfc3339", "header", "absolute time, RFC 3339"},
-	{"go_duration", "header", "a Go duration such as `6m0s` or `1m30.5s`"},
-	{"ietf_ratelimit", "header", "the IETF RateLimit structured-field list: the largest `t` among items with `r=0`"},
-	{"json_seconds", "body", "a JSON number of seconds at a dotted path of the body"},
-	{"google_retry_info", "body", "the `retryDelay` of a google.rpc.RetryInfo in `error.details`"},
+// formatPlace is where a value format may be used, as a set.
+type formatPlace uint8
+
+const (
+	// placeHeader: a delay or time in one header value: a hint's header,
+	// a rule's delay header, a quota's reset header.
+	placeHeader formatPlace = 1 << iota
+	// placeField: a structured field of its own (IETF RateLimit): a
+	// hint's header, or a quota's header.
+	placeField
+	// placeBody: a hint's body field.
+	placeBody
+)
+
+// formatDef is how a value format reads and where it may be used. Every
+// check of a spec's format asks it (formatFor), so the places of a format
+// are data, not a list of names repeated at each place.
+type formatDef struct {
+	vf     valueFormat
+	places formatPlace
 }
 
-var formatByName = map[string]valueFormat{
-	"retry_after":       formatRetryAfter,
-	"seconds":           formatSeconds,
-	"milliseconds":      formatMilliseconds,
-	"decimal_seconds":   formatDecimalSeconds,
-	"decimal_or_date":   formatDecimalOrDate,
-	"unix_seconds":      formatUnixSeconds,
-	"http_date":         formatHTTPDate,
-	"iso8601":           formatISO8601,
-	"rfc3339":           formatRFC3339,
-	"go_duration":       formatGoDuration,
-	"ietf_ratelimit":    formatIETFRateLimit,
-	"json_seconds":      formatJSONSeconds,
-	"google_retry_info": formatGoogleRetryInfo,
+// formats is every value format, in documentation order: how it reads,
+// where it may be used, and what it means.
+var formats = []struct {
+	name string
+	def  formatDef
+	doc  string
+}{
+	{"retry_after", formatDef{formatRetryAfter, placeHeader}, "delay-seconds or an HTTP-date (Retry-After)"},
+	{"seconds", formatDef{formatSeconds, placeHeader}, "whole seconds (delay-seconds)"},
+	{"milliseconds", formatDef{formatMilliseconds, placeHeader}, "whole milliseconds"},
+	{"decimal_seconds", formatDef{formatDecimalSeconds, placeHeader}, "decimal seconds such as `2.5`"},
+	{"decimal_or_date", formatDef{formatDecimalOrDate, placeHeader}, "decimal seconds or an HTTP-date"},
+	{"unix_seconds", formatDef{formatUnixSeconds, placeHeader}, "absolute time, whole seconds since the Unix epoch"},
+	{"http_date", formatDef{formatHTTPDate, placeHeader}, "absolute time, an RFC 9110 HTTP-date (GMT)"},
+	{"iso8601", formatDef{formatISO8601, placeHeader}, "absolute time, ISO 8601 with a zone, seconds optional"},
+	{"rfc3339", formatDef{formatRFC3339, placeHeader}, "absolute time, RFC 3339"},
+	{"go_duration", formatDef{formatGoDuration, placeHeader}, "a Go duration such as `6m0s` or `1m30.5s`"},
+	{"ietf_ratelimit", formatDef{formatIETFRateLimit, placeField}, "the IETF RateLimit structured-field list: the largest `t` among items with `r=0`"},
+	{"json_seconds", formatDef{formatJSONSeconds, placeBody}, "a JSON number of seconds at a dotted path of the body"},
+	{"google_retry_info", formatDef{formatGoogleRetryInfo, placeBody}, "the `retryDelay` of a google.rpc.RetryInfo in `error.details`"},
+}
+
+// formatByName indexes formats.
+var formatByName = func() map[string]formatDef {
+	m := make(map[string]formatDef, len(formats))
+	for _, f := range formats {
+		m[f.name] = f.def
+	}
+	return m
+}()
+
+// formatFor returns the format called name when it may be used in one of
+// places (what names that use in the error); otherwise it adds the error at
+// path.
+func formatFor(se *specErrors, path, name string, places formatPlace, what string) (formatDef, bool) {
+	def, known := formatByName[name]
+	switch {
+	case !known:
+		se.add(path, "unknown format %q (see `broker providers docs`)", name)
+	case def.places&places == 0:
+		se.add(path, "format %q cannot be used for %s (it reads %s)", name, what, def.places.reads())
+	default:
+		return def, true
+	}
+	return formatDef{}, false
+}
+
+// where is the column of `broker providers docs`: "body" or "header".
+func (p formatPlace) where() string {
+	if p&placeBody != 0 {
+		return "body"
+	}
+	return "header"
+}
+
+// reads says what a format of these places reads, for an error.
+func (p formatPlace) reads() string {
+	switch {
+	case p&placeBody != 0:
+		return "the body"
+	case p&placeField != 0:
+		return "a structured field of its own"
+	}
+	return "one header value"
 }
 
 var (
@@ -250,20 +313,6 @@ func (e *Entry) computeBodyNeeds() {
 	e.bodyOthers = e.bodyOthers || bodyHints
 }
 
-func (s *hintStep) readsBody() bool {
-	switch s.kind {
-	case hintBodyField, hintGoogleRetryInfo:
-		return true
-	case hintLongest:
-		for i := range s.longest {
-			if s.longest[i].readsBody() {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func headerField(se *specErrors, path, name string) (field, bool) {
 	if !httpguts.ValidHeaderFieldName(name) {
 		se.add(path, "%q is not a header name (an RFC 9110 token)", name)
@@ -319,15 +368,16 @@ func compileHint(se *specErrors, path string, h HintSpec, top bool) (hintStep, b
 		if h.Format != "" {
 			se.add(path+".format", "a longest group has no format of its own")
 		}
-		st.kind = hintLongest
+		group := &longestHintReader{}
 		var parts []string
 		for i, sub := range h.Longest {
 			s, ok := compileHint(se, fmt.Sprintf("%s.longest[%d]", path, i), sub, false)
 			if ok {
-				st.longest = append(st.longest, s)
+				group.steps = append(group.steps, s)
 				parts = append(parts, s.desc)
 			}
 		}
+		st.reader = group
 		st.desc = "the longest of (" + strings.Join(parts, "; ") + ")" + when
 	case h.Header != "":
 		f, ok := headerField(se, path+".header", h.Header)
@@ -338,40 +388,39 @@ func compileHint(se *specErrors, path string, h HintSpec, top bool) (hintStep, b
 		if name == "" {
 			name = "retry_after"
 		}
-		vf, known := formatByName[name]
-		switch {
-		case !known:
-			se.add(path+".format", "unknown format %q (see `broker providers docs`)", name)
-		case vf == formatJSONSeconds || vf == formatGoogleRetryInfo:
-			se.add(path+".format", "format %q reads the body, not a header", name)
-		case vf == formatIETFRateLimit:
-			st.kind = hintRateLimitField
-		default:
-			st.kind = hintHeader
+		def, ok := formatFor(se, path+".format", name, placeHeader|placeField, "a hint header")
+		if !ok {
+			return st, false
 		}
-		st.f, st.format, st.source = f, vf, f.source
+		if def.places&placeField != 0 {
+			st.reader = &rateLimitHintReader{f: f}
+		} else {
+			st.reader = &headerHintReader{f: f, format: def.vf}
+		}
 		st.desc = "header " + f.source + " (" + name + ")" + when
 	default:
 		name := h.Format
 		if name == "" {
 			name = "json_seconds"
 		}
-		switch name {
-		case "json_seconds":
+		def, ok := formatFor(se, path+".format", name, placeBody, "a hint in the body")
+		if !ok {
+			return st, false
+		}
+		switch def.vf {
+		case formatJSONSeconds:
 			if !bodyPathRE.MatchString(h.Body) {
 				se.add(path+".body", "%q is not a dotted path of JSON keys", h.Body)
 				return st, false
 			}
-			st.kind, st.path, st.source = hintBodyField, strings.Split(h.Body, "."), "body:"+h.Body
+			st.reader = &bodyFieldHintReader{path: strings.Split(h.Body, "."), source: "body:" + h.Body}
 			st.desc = "body field " + h.Body + " (json_seconds)" + when
-		case "google_retry_info":
+		case formatGoogleRetryInfo:
 			if h.Body != "" {
 				se.add(path+".body", "format google_retry_info has a fixed place in the body; leave body empty")
 			}
-			st.kind, st.source = hintGoogleRetryInfo, sourceGoogleBody
+			st.reader = googleRetryInfoReader{}
 			st.desc = "body error.details[RetryInfo].retryDelay (google_retry_info)" + when
-		default:
-			se.add(path+".format", "format %q cannot read a body field (want json_seconds)", name)
 		}
 	}
 	return st, len(se.errs) == n
@@ -379,7 +428,8 @@ func compileHint(se *specErrors, path string, h HintSpec, top bool) (hintStep, b
 
 func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 	n := len(se.errs)
-	st := quotaStep{resetIn: time.Duration(q.ResetIn)}
+	var st quotaStep
+	resetIn := time.Duration(q.ResetIn)
 	if q.Limit != "" {
 		if f, ok := headerField(se, path+".limit", q.Limit); ok {
 			st.limit = &f
@@ -393,21 +443,24 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 		if q.Remaining != "" || q.RemainingPrefix != "" || q.Reset != "" {
 			se.add(path, "header (a structured field) excludes remaining, remaining_prefix and reset")
 		}
-		if q.Format != "ietf_ratelimit" {
+		if q.Format == "" {
 			se.add(path+".format", "a structured quota header needs format ietf_ratelimit")
+		} else {
+			formatFor(se, path+".format", q.Format, placeField, "a structured quota header")
 		}
 		f, ok := headerField(se, path+".header", q.Header)
 		if !ok {
 			return st, false
 		}
-		st.kind, st.header = quotaRateLimitField, f
+		rq := &rateLimitQuota{header: f}
 		st.desc = "structured field " + f.source
 		if q.Policy != "" {
 			if p, ok := headerField(se, path+".policy", q.Policy); ok {
-				st.policy = &p
+				rq.policy = &p
 				st.desc += " with " + p.source
 			}
 		}
+		st.reader = rq
 	case q.RemainingPrefix != "":
 		if q.Remaining != "" || q.Reset != "" {
 			se.add(path, "remaining_prefix excludes remaining and reset")
@@ -418,30 +471,28 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 		if q.ResetIn <= 0 {
 			se.add(path+".reset_in", "a quota without a reset header needs reset_in")
 		}
-		st.kind, st.prefix = quotaPrefix, q.RemainingPrefix
-		st.desc = "the smallest " + lowerASCII(q.RemainingPrefix) + "* count, reset in " + st.resetIn.String()
+		st.reader = &prefixQuota{prefix: q.RemainingPrefix, resetIn: resetIn}
+		st.desc = "the smallest " + lowerASCII(q.RemainingPrefix) + "* count, reset in " + resetIn.String()
 	case q.Remaining != "":
 		f, ok := headerField(se, path+".remaining", q.Remaining)
 		if !ok {
 			return st, false
 		}
-		st.kind, st.remaining = quotaHeaders, f
+		hq := &headerQuota{remaining: f, resetIn: resetIn}
+		st.reader = hq
 		if q.Reset == "" {
 			if q.ResetIn <= 0 {
 				se.add(path+".reset_in", "a quota without a reset header needs reset_in")
 			}
-			st.desc = f.source + ", reset in " + st.resetIn.String()
+			st.desc = f.source + ", reset in " + resetIn.String()
 			break
 		}
 		rf, ok := headerField(se, path+".reset", q.Reset)
 		if !ok {
 			return st, false
 		}
-		vf, known := formatByName[q.Format]
-		if !known || vf == formatIETFRateLimit || vf == formatJSONSeconds || vf == formatGoogleRetryInfo {
-			se.add(path+".format", "unknown or unsuitable reset format %q", q.Format)
-		}
-		st.reset, st.hasReset, st.format = rf, true, vf
+		def, _ := formatFor(se, path+".format", q.Format, placeHeader, "a quota's reset header")
+		hq.reset, hq.hasReset, hq.format = rf, true, def.vf
 		st.desc = f.source + " + " + rf.source + " (" + q.Format + ")"
 	default:
 		se.add(path, "needs remaining, remaining_prefix or header")
@@ -523,11 +574,8 @@ func (c *Compiler) compileDelay(se *specErrors, path, ruleName string, d DelaySp
 		if name == "" {
 			name = "retry_after"
 		}
-		vf, known := formatByName[name]
-		if !known || vf == formatIETFRateLimit || vf == formatJSONSeconds || vf == formatGoogleRetryInfo {
-			se.add(path+".format", "unknown or unsuitable format %q for a delay header", name)
-		}
-		st.header, st.format, st.source = &f, vf, f.source
+		def, _ := formatFor(se, path+".format", name, placeHeader, "a rule's delay header")
+		st.header, st.format, st.source = &f, def.vf, f.source
 	case d.Body != "":
 		if !bodyPathRE.MatchString(d.Body) {
 			se.add(path+".body", "%q is not a dotted path of JSON keys", d.Body)

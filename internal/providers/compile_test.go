@@ -373,3 +373,85 @@ func TestNotExecutedMarks(t *testing.T) {
 		t.Error("stripe's Stripe-Should-Retry is marked not_executed; Stripe does not document it so")
 	}
 }
+
+// TestFormatPlaces compiles every value format in each place a spec can
+// name one, and checks which places accept it: the formats of one header
+// value in hint headers, rule delay headers and quota resets; the IETF
+// RateLimit field in hint headers and structured quota headers; the body
+// formats in body hints only. A refusal names the format and the place.
+func TestFormatPlaces(t *testing.T) {
+	body := map[string]bool{"json_seconds": true, "google_retry_info": true}
+	field := map[string]bool{"ietf_ratelimit": true}
+	places := []struct {
+		name, what string
+		accepts    func(format string) bool
+		spec       func(format string) EntrySpec
+	}{
+		{
+			"hint header", "a hint header", func(f string) bool { return !body[f] },
+			func(f string) EntrySpec { return EntrySpec{Hints: []HintSpec{{Header: "X-Wait", Format: f}}} },
+		},
+		{
+			"hint body", "a hint in the body", func(f string) bool { return body[f] },
+			func(f string) EntrySpec {
+				h := HintSpec{Body: "error.wait", Format: f}
+				if f == "google_retry_info" {
+					h.Body = ""
+				}
+				return EntrySpec{Hints: []HintSpec{h}}
+			},
+		},
+		{
+			"quota reset", "a quota's reset header", func(f string) bool { return !body[f] && !field[f] },
+			func(f string) EntrySpec {
+				return EntrySpec{Quotas: []QuotaSpec{{Remaining: "X-Left", Reset: "X-Reset", Format: f}}}
+			},
+		},
+		{
+			"structured quota", "a structured quota header", func(f string) bool { return field[f] },
+			func(f string) EntrySpec { return EntrySpec{Quotas: []QuotaSpec{{Header: "RateLimit", Format: f}}} },
+		},
+		{
+			"delay header", "a rule's delay header", func(f string) bool { return !body[f] && !field[f] },
+			func(f string) EntrySpec {
+				return EntrySpec{Rules: []RuleSpec{{Name: "r", When: "true", Action: "retry", Delay: &DelaySpec{Header: "X-Wait", Format: f}}}}
+			},
+		},
+	}
+	formats := Formats()
+	if len(formats) != 13 {
+		t.Fatalf("%d formats, want 13", len(formats))
+	}
+	for _, f := range formats {
+		if want := map[bool]string{true: "body", false: "header"}[body[f.Name]]; f.Where != want {
+			t.Errorf("format %s: docs say it reads %q, want %q", f.Name, f.Where, want)
+		}
+		for _, p := range places {
+			spec := p.spec(f.Name)
+			spec.Name = "p"
+			_, errs := Compile(spec)
+			if p.accepts(f.Name) {
+				if len(errs) != 0 {
+					t.Errorf("%s in a %s: refused: %v", f.Name, p.name, errs)
+				}
+				continue
+			}
+			if f.Name == "google_retry_info" && p.name == "hint header" {
+				// Format google_retry_info is a body hint of its own: with a
+				// header as well, the hint names two kinds.
+				if len(errs) != 1 || errs[0].Path != "hints[0]" || !strings.Contains(errs[0].Msg, "needs exactly one of header, body") {
+					t.Errorf("%s in a %s: got %v, want one error: two kinds", f.Name, p.name, errs)
+				}
+				continue
+			}
+			if len(errs) != 1 || !strings.HasSuffix(errs[0].Path, ".format") ||
+				!strings.Contains(errs[0].Msg, fmt.Sprintf("format %q cannot be used for %s", f.Name, p.what)) {
+				t.Errorf("%s in a %s: got %v, want one error at .format naming the format and %s", f.Name, p.name, errs, p.what)
+			}
+		}
+	}
+	_, errs := Compile(EntrySpec{Name: "p", Hints: []HintSpec{{Header: "X-Wait", Format: "fortnights"}}})
+	if len(errs) != 1 || !strings.Contains(errs[0].Msg, `unknown format "fortnights"`) {
+		t.Errorf("unknown format: got %v", errs)
+	}
+}

@@ -33,52 +33,87 @@ type Entry struct {
 	bodyOthers bool // statuses outside 0-599
 }
 
-// hintKind is what a hint step reads.
-type hintKind int8
-
-const (
-	hintHeader hintKind = iota
-	hintRateLimitField
-	hintBodyField
-	hintGoogleRetryInfo
-	hintLongest
-)
-
-// hintStep is one compiled HintSpec.
+// hintStep is one compiled HintSpec: when it applies (the statuses, a
+// header that must say 0) and its reader.
 type hintStep struct {
-	kind     hintKind
-	f        field
-	format   valueFormat
-	path     []string // body field path
-	source   string
 	statuses []int
 	whenZero *field
-	longest  []hintStep
+	reader   hintReader
 	desc     string
 }
 
-// quotaKind is what a quota step reads.
-type quotaKind int8
+// hintReader reads a hint from one place of a response. Each kind of hint
+// (a header in a value format, an IETF RateLimit field, a body field, a
+// google.rpc.RetryInfo, the longest of a group) compiles into a type of its
+// own.
+type hintReader interface {
+	read(r *Response) (Hint, bool)
+	// readsBody reports whether the reader looks at the body (which the
+	// engine then peeks at for error statuses: Entry.NeedsBody).
+	readsBody() bool
+}
 
-const (
-	quotaHeaders quotaKind = iota
-	quotaPrefix
-	quotaRateLimitField
-)
+// headerHintReader reads a delay in one single-value header.
+type headerHintReader struct {
+	f      field
+	format valueFormat
+}
 
-// quotaStep is one compiled QuotaSpec.
+// rateLimitHintReader reads an IETF RateLimit field: the largest reset
+// among items with nothing remaining.
+type rateLimitHintReader struct{ f field }
+
+// bodyFieldHintReader reads a JSON number of seconds at a dotted path of
+// an error response's body.
+type bodyFieldHintReader struct {
+	path   []string
+	source string
+}
+
+// googleRetryInfoReader reads the retryDelay of a google.rpc.RetryInfo in
+// an error response's body.
+type googleRetryInfoReader struct{}
+
+// longestHintReader is a group: the longest of its steps' valid hints.
+type longestHintReader struct{ steps []hintStep }
+
+// quotaStep is one compiled QuotaSpec: its reader, and the header that
+// gives the quota's limit, if any.
 type quotaStep struct {
-	kind      quotaKind
+	reader quotaReader
+	limit  *field
+	desc   string
+}
+
+// quotaReader reads the remaining count and its reset from a response.
+// Each kind of quota (counted headers, the smallest of a header family, an
+// IETF RateLimit field) compiles into a type of its own.
+type quotaReader interface {
+	read(r *Response) (Quota, bool)
+}
+
+// headerQuota reads a remaining-count header and either a reset header (in
+// a value format) or a fixed reset_in.
+type headerQuota struct {
 	remaining field
-	prefix    string // canonical prefix for quotaPrefix
 	reset     field
 	hasReset  bool
 	format    valueFormat
 	resetIn   time.Duration
-	limit     *field
-	header    field
-	policy    *field
-	desc      string
+}
+
+// prefixQuota reads the smallest count among the headers that start with
+// prefix (canonical), reset after resetIn.
+type prefixQuota struct {
+	prefix  string
+	resetIn time.Duration
+}
+
+// rateLimitQuota reads an IETF RateLimit field, with its RateLimit-Policy
+// field when policy is set.
+type rateLimitQuota struct {
+	header field
+	policy *field
 }
 
 // scopeStep is a compiled ScopeSpec.
@@ -347,43 +382,64 @@ func (s *hintStep) read(r *Response) (Hint, bool) {
 	if s.whenZero != nil && !isZero(r.Header, *s.whenZero) {
 		return Hint{}, false
 	}
-	switch s.kind {
-	case hintHeader:
-		return headerHint(r, s.f, s.format)
-	case hintRateLimitField:
-		lines := r.Header[s.f.key]
-		if len(lines) == 0 {
-			return Hint{}, false
-		}
-		d, ok := RateLimitDelay(lines)
-		return Hint{Delay: d, Source: s.f.source}, ok
-	case hintBodyField:
-		if r.Status < 400 || len(r.Body) == 0 {
-			return Hint{}, false
-		}
-		raw, ok := lookupJSONPath(parseJSONBody(r.Body), s.path)
-		if !ok {
-			return Hint{}, false
-		}
-		d, err := jsonSeconds(raw, time.Second)
-		return Hint{Delay: d, Source: s.source}, err == nil
-	case hintGoogleRetryInfo:
-		if r.Status < 400 {
-			return Hint{}, false
-		}
-		d, ok := ParseGoogleRetryInfo(r.Body)
-		return Hint{Delay: d, Source: s.source}, ok
-	case hintLongest:
-		var best Hint
-		found := false
-		for i := range s.longest {
-			if h, ok := s.longest[i].read(r); ok && (!found || h.Delay > best.Delay) {
-				best, found = h, true
-			}
-		}
-		return best, found
+	return s.reader.read(r)
+}
+
+func (s *hintStep) readsBody() bool { return s.reader.readsBody() }
+
+func (h *headerHintReader) read(r *Response) (Hint, bool) { return headerHint(r, h.f, h.format) }
+func (*headerHintReader) readsBody() bool                 { return false }
+
+func (h *rateLimitHintReader) read(r *Response) (Hint, bool) {
+	lines := r.Header[h.f.key]
+	if len(lines) == 0 {
+		return Hint{}, false
 	}
-	return Hint{}, false
+	d, ok := RateLimitDelay(lines)
+	return Hint{Delay: d, Source: h.f.source}, ok
+}
+func (*rateLimitHintReader) readsBody() bool { return false }
+
+func (h *bodyFieldHintReader) read(r *Response) (Hint, bool) {
+	if r.Status < 400 || len(r.Body) == 0 {
+		return Hint{}, false
+	}
+	raw, ok := lookupJSONPath(parseJSONBody(r.Body), h.path)
+	if !ok {
+		return Hint{}, false
+	}
+	d, err := jsonSeconds(raw, time.Second)
+	return Hint{Delay: d, Source: h.source}, err == nil
+}
+func (*bodyFieldHintReader) readsBody() bool { return true }
+
+func (googleRetryInfoReader) read(r *Response) (Hint, bool) {
+	if r.Status < 400 {
+		return Hint{}, false
+	}
+	d, ok := ParseGoogleRetryInfo(r.Body)
+	return Hint{Delay: d, Source: sourceGoogleBody}, ok
+}
+func (googleRetryInfoReader) readsBody() bool { return true }
+
+func (h *longestHintReader) read(r *Response) (Hint, bool) {
+	var best Hint
+	found := false
+	for i := range h.steps {
+		if hint, ok := h.steps[i].read(r); ok && (!found || hint.Delay > best.Delay) {
+			best, found = hint, true
+		}
+	}
+	return best, found
+}
+
+func (h *longestHintReader) readsBody() bool {
+	for i := range h.steps {
+		if h.steps[i].readsBody() {
+			return true
+		}
+	}
+	return false
 }
 
 // Errors of rule delays, reported by Explain.
@@ -409,24 +465,7 @@ func jsonSeconds(raw []byte, unit time.Duration) (time.Duration, error) {
 
 // read runs one quota step.
 func (q *quotaStep) read(r *Response) (Quota, bool) {
-	var out Quota
-	var ok bool
-	switch q.kind {
-	case quotaHeaders:
-		if q.hasReset {
-			out, ok = quota(r, q.remaining, q.reset, q.format)
-		} else {
-			var v string
-			if v, ok = single(r.Header, q.remaining.key); ok {
-				out.Remaining, ok = ParseCount(v)
-				out.Reset, out.Source = r.Now.Add(q.resetIn), q.remaining.source
-			}
-		}
-	case quotaPrefix:
-		out, ok = q.readPrefix(r)
-	case quotaRateLimitField:
-		out, ok = q.readRateLimit(r)
-	}
+	out, ok := q.reader.read(r)
 	if !ok || out.Reset.IsZero() {
 		return Quota{}, false
 	}
@@ -440,10 +479,24 @@ func (q *quotaStep) read(r *Response) (Quota, bool) {
 	return out, true
 }
 
-// readPrefix reads the smallest count among headers starting with the
+func (q *headerQuota) read(r *Response) (Quota, bool) {
+	if q.hasReset {
+		return quota(r, q.remaining, q.reset, q.format)
+	}
+	v, ok := single(r.Header, q.remaining.key)
+	if !ok {
+		return Quota{}, false
+	}
+	var out Quota
+	out.Remaining, ok = ParseCount(v)
+	out.Reset, out.Source = r.Now.Add(q.resetIn), q.remaining.source
+	return out, ok
+}
+
+// read reads the smallest count among headers starting with the
 // prefix. Headers that are not a single count (Azure's
 // x-ms-ratelimit-remaining-resource lists "name;count" pairs) are skipped.
-func (q *quotaStep) readPrefix(r *Response) (Quota, bool) {
+func (q *prefixQuota) read(r *Response) (Quota, bool) {
 	var out Quota
 	found := false
 	for k, vs := range r.Header {
@@ -468,14 +521,14 @@ func (q *quotaStep) readPrefix(r *Response) (Quota, bool) {
 	return out, true
 }
 
-// readRateLimit reads an IETF RateLimit field as a quota: the most
+// read reads an IETF RateLimit field as a quota: the most
 // constraining item (the smallest remaining count; on a tie the latest
 // reset) among items counted in requests. RateLimit-Policy, when present and
 // valid, says each policy's quota unit ("qu"; items of a policy counted in
 // another unit, such as content-bytes, are skipped), its window ("w",
 // used as the reset of an item without "t") and its quota ("q", reported as
 // Limit).
-func (q *quotaStep) readRateLimit(r *Response) (Quota, bool) {
+func (q *rateLimitQuota) read(r *Response) (Quota, bool) {
 	lines := r.Header[q.header.key]
 	if len(lines) == 0 {
 		return Quota{}, false
