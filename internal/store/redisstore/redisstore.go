@@ -589,32 +589,34 @@ func (s *Store) admitRemote(ctx context.Context, req *store.AdmitRequest, stateK
 	if err != nil {
 		return store.Admission{}, s.wrap("admit", err)
 	}
-	if len(res) != 7 && len(res) != 8 {
-		return store.Admission{}, unexpected("admit", res)
+	r, err := decodeAdmit(res)
+	if err != nil {
+		return store.Admission{}, err
 	}
-	if len(res) == 8 && res[7] == 1 {
+	if r.untracked {
 		s.noteUntracked(g.Tenant)
 	}
 	if s.local != nil {
-		s.local.remember(req, stateKey, res[0] == 0 && res[6] == 1, res[5], seq)
+		s.local.remember(req, stateKey, r.kind == admitAdmitted && r.plain, r.epoch, seq)
 	}
-	wait := time.Duration(res[2]) * time.Microsecond
-	switch res[0] {
-	case 0:
-		adm := store.Admission{PaceWait: wait, Probe: res[4] == 1, Ticket: store.Ticket{Epoch: res[5]}}
-		if res[3] == 1 { // registered: a known quota, or the probe
+	wait := time.Duration(r.wait) * time.Microsecond
+	switch r.kind {
+	case admitAdmitted:
+		adm := store.Admission{PaceWait: wait, Probe: r.probe, Ticket: store.Ticket{Epoch: r.epoch}}
+		if r.registered {
 			adm.Ticket.ID = id
 		}
 		return adm, nil
-	case 1:
-		return store.Admission{GateClosedUntil: timeOf(res[1])}, nil
-	case 3:
-		return store.Admission{BreakerOpenUntil: timeOf(res[1])}, nil
-	case 4:
+	case admitGateClosed:
+		return store.Admission{GateClosedUntil: timeOf(r.until)}, nil
+	case admitBreakerOpen:
+		return store.Admission{BreakerOpenUntil: timeOf(r.until)}, nil
+	case admitHeld:
 		return store.Admission{Held: true, HeldFor: wait}, nil
-	default:
+	case admitPaceDenied:
 		return store.Admission{PaceDenied: true, PaceWait: wait}, nil
 	}
+	return store.Admission{}, unexpected("admit", res) // decodeAdmit knows every kind
 }
 
 // orderQueue is the replica's queue of o as admitScript reads it (ARGV[20]):
@@ -736,15 +738,16 @@ func (s *Store) complete(ctx context.Context, op string, st settlement) (store.C
 	if err != nil {
 		return store.CompleteResult{}, s.wrap(op, err)
 	}
-	if len(res) != 5 || res[3] < 0 || res[3] > int64(store.BreakerClosed) {
-		return store.CompleteResult{}, unexpected(op, res)
+	r, err := decodeComplete(op, res)
+	if err != nil {
+		return store.CompleteResult{}, err
 	}
-	if res[4] == 1 {
+	if r.untracked {
 		s.noteUntracked(g.Tenant)
 	}
 	return store.CompleteResult{
-		RetryAllowed: res[1] == 1, GateClosedUntil: timeOf(res[0]), BreakerOpenUntil: timeOf(res[2]),
-		BreakerChange: store.BreakerChange(res[3]),
+		RetryAllowed: r.allowed, GateClosedUntil: timeOf(r.closedUntil), BreakerOpenUntil: timeOf(r.breakerUntil),
+		BreakerChange: r.change,
 	}, nil
 }
 
