@@ -164,7 +164,6 @@ local probe = for_b or for_l
 -- finish writes the state hash (in one HSET) and the index; free is until
 -- when the attempt's other writes live.
 local function finish(free)
-  local expire = false
   if dirty then
     if epoch_started then
       learn_write(s)
@@ -172,18 +171,8 @@ local function finish(free)
       put(s, 'la', fmt(s.la))
       put(s, 'lx', fmt(s.lx))
     end
-    local f
-    f, expire = state_plan(s, now, margin)
-    free = math.max(free, f)
   end
-  if free > 0 then
-    local st
-    if dirty then st = s end
-    if not index_touch(KEYS[7], ARGV[15], free + margin * 1000 + 1000, now, max_gates, margin, st) then dirty = false end
-  end
-  if dirty then
-    state_commit(KEYS[6], s, now, expire)
-  end
+  state_save(KEYS[6], KEYS[7], ARGV[15], s, dirty, free, now, margin, max_gates)
 end
 
 if probe and s.pi ~= '' then

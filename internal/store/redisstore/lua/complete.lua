@@ -117,20 +117,7 @@ elseif ARGV[16] == '1' then
     dirty = true
   end
 end
-local expire = false
-if dirty then
-  local f
-  f, expire = state_plan(s, now, margin)
-  free = math.max(free, f)
-end
-if free > 0 then
-  local st
-  if dirty then st = s end
-  if not index_touch(KEYS[6], ARGV[24], free + margin * 1000 + 1000, now, tonumber(ARGV[23]), margin, st) then dirty = false end
-end
-if dirty then
-  state_commit(KEYS[5], s, now, expire)
-end
+state_save(KEYS[5], KEYS[6], ARGV[24], s, dirty, free, now, margin, tonumber(ARGV[23]))
 
 local g = closed_until(target, KEYS[2], KEYS[4], now)
 local bo = 0

@@ -121,3 +121,25 @@ local function index_touch(idx, member, free, now, max_gates, margin, s)
   end
   return true
 end
+
+-- state_save ends a script's writes to a gate: when s is dirty it plans
+-- the state hash's life (state_plan), then indexes the gate until the
+-- later of that and free (µs, the other keys' life; 0 = none), then
+-- commits s, unless the index refused the gate (index_touch deleted what
+-- the script wrote of it: nothing more is written).
+local function state_save(skey, ikey, member, s, dirty, free, now, margin, max_gates)
+  local expire = false
+  if dirty then
+    local f
+    f, expire = state_plan(s, now, margin)
+    free = math.max(free, f)
+  end
+  if free > 0 then
+    local st
+    if dirty then st = s end
+    if not index_touch(ikey, member, free + margin * 1000 + 1000, now, max_gates, margin, st) then return end
+  end
+  if dirty then
+    state_commit(skey, s, now, expire)
+  end
+end

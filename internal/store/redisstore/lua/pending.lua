@@ -37,11 +37,7 @@ local function pending_gate(skey, ikey, member, margin, max_gates, i)
     if s.bx ~= bx then brk_write(s) end
   end
   if dirty then
-    local f, expire = state_plan(s, now, margin)
-    if f > 0 then
-      if not index_touch(ikey, member, f + margin * 1000 + 1000, now, max_gates, margin, s) then return i + 6 + 2 * k end
-    end
-    state_commit(skey, s, now, expire)
+    state_save(skey, ikey, member, s, true, 0, now, margin, max_gates)
   end
   return i + 6 + 2 * k
 end
