@@ -76,9 +76,9 @@ type callState struct {
 	repeated int
 }
 
-// newCall starts the state of call c, delivered by d. It is not inlined: its locals would
-// join the frame of Run, which stays on the stack for the whole call (see
-// callState.run).
+// newCall starts the state of call c, delivered by d. It is not inlined:
+// its locals would join the frame of Run, which stays on the stack for the
+// whole call (see callState.run).
 //
 //go:noinline
 func (r *Runner) newCall(ctx context.Context, c *Call, d delivery) *callState {

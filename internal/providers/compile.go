@@ -478,12 +478,11 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 		if !ok {
 			return st, false
 		}
-		hq := &headerQuota{remaining: f, resetIn: resetIn}
-		st.reader = hq
 		if q.Reset == "" {
 			if q.ResetIn <= 0 {
 				se.add(path+".reset_in", "a quota without a reset header needs reset_in")
 			}
+			st.reader = &countQuota{remaining: f, resetIn: resetIn}
 			st.desc = f.source + ", reset in " + resetIn.String()
 			break
 		}
@@ -492,7 +491,7 @@ func compileQuota(se *specErrors, path string, q QuotaSpec) (quotaStep, bool) {
 			return st, false
 		}
 		def, _ := formatFor(se, path+".format", q.Format, placeHeader, "a quota's reset header")
-		hq.reset, hq.hasReset, hq.format = rf, true, def.vf
+		st.reader = &headerQuota{remaining: f, reset: rf, format: def.vf}
 		st.desc = f.source + " + " + rf.source + " (" + q.Format + ")"
 	default:
 		se.add(path, "needs remaining, remaining_prefix or header")

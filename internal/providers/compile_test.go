@@ -429,10 +429,17 @@ func TestFormatPlaces(t *testing.T) {
 		for _, p := range places {
 			spec := p.spec(f.Name)
 			spec.Name = "p"
-			_, errs := Compile(spec)
+			e, errs := Compile(spec)
 			if p.accepts(f.Name) {
 				if len(errs) != 0 {
 					t.Errorf("%s in a %s: refused: %v", f.Name, p.name, errs)
+					continue
+				}
+				// Every accepted place has a reader: an error response with
+				// nothing it reads gives an empty Reading (no reader is nil).
+				got := e.Read(&Response{Status: 429, Header: http.Header{}, Body: []byte(`{}`), Now: time.Unix(1e9, 0)})
+				if got.HasHint || got.HasQuota {
+					t.Errorf("%s in a %s: read %+v from a response that says nothing", f.Name, p.name, got)
 				}
 				continue
 			}

@@ -86,19 +86,24 @@ type quotaStep struct {
 }
 
 // quotaReader reads the remaining count and its reset from a response.
-// Each kind of quota (counted headers, the smallest of a header family, an
-// IETF RateLimit field) compiles into a type of its own.
+// Each kind of quota (a count with a reset header, a count reset after a
+// fixed time, the smallest of a header family, an IETF RateLimit field)
+// compiles into a type of its own.
 type quotaReader interface {
 	read(r *Response) (Quota, bool)
 }
 
-// headerQuota reads a remaining-count header and either a reset header (in
-// a value format) or a fixed reset_in.
+// headerQuota reads a remaining-count header and a reset header in a value
+// format.
 type headerQuota struct {
+	remaining, reset field
+	format           valueFormat
+}
+
+// countQuota reads a remaining-count header whose reset is a fixed resetIn
+// after the response.
+type countQuota struct {
 	remaining field
-	reset     field
-	hasReset  bool
-	format    valueFormat
 	resetIn   time.Duration
 }
 
@@ -480,9 +485,10 @@ func (q *quotaStep) read(r *Response) (Quota, bool) {
 }
 
 func (q *headerQuota) read(r *Response) (Quota, bool) {
-	if q.hasReset {
-		return quota(r, q.remaining, q.reset, q.format)
-	}
+	return quota(r, q.remaining, q.reset, q.format)
+}
+
+func (q *countQuota) read(r *Response) (Quota, bool) {
 	v, ok := single(r.Header, q.remaining.key)
 	if !ok {
 		return Quota{}, false
