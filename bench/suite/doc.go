@@ -192,6 +192,7 @@ with 403 row a would loop without any backoff and look worse still.
 
 	b.WriteString("## 3. Overhead\n\n")
 	n1, d1 := r.Overhead.rounds(1)
+	nn, dn := r.Overhead.rounds(2)
 	fmt.Fprintf(&b, `Closed-loop callers at each concurrency, against servers in the suite's own
 process built exactly as the broker builds its gRPC server
 (`+"`server.NewGRPCServer`"+`: the same interceptors, stats handler and limits), with a
@@ -205,7 +206,9 @@ the same upstream. The variants of a group run in alternating short rounds
 (A B, then B A, ...: %d rounds of %v each, after a warm-up; at one caller
 %d rounds of %v, since a round's end costs one call there, adjacent short
 rounds meet the same machine, and the per-round ratios there spread widest, so
-the median needs more of them), so that noise hits them alike (Execute's
+the median needs more of them; above one caller a round's ratio still
+spreads over an interquartile range of about 15 points on a shared
+machine, hence as many rounds as that), so that noise hits them alike (Execute's
 group runs forwarder, direct HTTP, broker, then the reverse: the two it
 compares are at the ends, where each runs twice in a row as often as the
 other); the ratio is
@@ -216,9 +219,14 @@ reads when there is nothing to find. Latencies are per call, p50 and p99
 over all rounds. The broker's egress transport has cmd/broker's default pool
 sizes; the baselines' transport keeps as many idle connections as there are
 callers. The upstream counts the connections it accepts during each variant's
-rounds: 0 means every call reused a pooled connection.
+rounds: 0 means every call reused a pooled connection. The body budget is
+part of what Execute pays: each call reserves its max_response_body (4 MiB
+by default) in the 256 MiB budget before it sends, so at 256 callers 64
+calls send at once and the rest wait for room, first in, first out
+(docs/operations.md, "Buffered bodies across calls"); the forwarder has no
+such bound.
 
-`, r.Overhead.Rounds, r.Overhead.Round, n1, d1)
+`, nn, dn, n1, d1)
 	b.WriteString(r.OverheadTable())
 	b.WriteString("\n")
 	img(ChartRatio, "throughput ratio against concurrency")

@@ -53,6 +53,14 @@ type OverheadParams struct {
 	// ratio at 87.3-93.4%, a range that decides a 90% target by chance;
 	// with 400, four runs read it at 88.0-88.5% (docs/architecture.md).
 	OneCallerScale int
+	// ManyCallerScale, when above 1, multiplies the number of rounds at
+	// every level above one caller (not their length). A full run uses 4
+	// (80 rounds of 150 ms per variant): at 16 and 256 callers a round's
+	// ratio spreads over an interquartile range of about 15 points on
+	// this machine, so the median of 20 moved by several points between
+	// runs (Execute at 256 callers read 77-89% in nine runs of the same
+	// code); with 80 its standard error is about half.
+	ManyCallerScale int
 }
 
 // rounds is the number and length of the rounds at concurrency c.
@@ -64,7 +72,7 @@ func (p OverheadParams) rounds(c int) (int, time.Duration) {
 		}
 		return n * max(p.OneCallerScale, 1), d
 	}
-	return p.Rounds, p.Round
+	return p.Rounds * max(p.ManyCallerScale, 1), p.Round
 }
 
 // OverheadResult is one variant at one concurrency.

@@ -22,7 +22,8 @@ func TestRoundResultLatencies(t *testing.T) {
 	}
 }
 
-// TestOverheadRounds: only the one-caller level splits its rounds.
+// TestOverheadRounds: only the one-caller level splits its rounds; each
+// scale multiplies the rounds of its own levels only.
 func TestOverheadRounds(t *testing.T) {
 	p := OverheadParams{Rounds: 20, Round: 150 * time.Millisecond, OneCallerSplit: 5}
 	if n, d := p.rounds(1); n != 100 || d != 30*time.Millisecond {
@@ -38,7 +39,14 @@ func TestOverheadRounds(t *testing.T) {
 	if n, d := p.rounds(16); n != 20 || d != 150*time.Millisecond {
 		t.Errorf("16 callers, scale 4: %d rounds of %v, want 20 of 150ms", n, d)
 	}
-	p.OneCallerSplit, p.OneCallerScale = 0, 0
+	p.ManyCallerScale = 4
+	if n, d := p.rounds(16); n != 80 || d != 150*time.Millisecond {
+		t.Errorf("16 callers, many-caller scale 4: %d rounds of %v, want 80 of 150ms", n, d)
+	}
+	if n, d := p.rounds(1); n != 400 || d != 30*time.Millisecond {
+		t.Errorf("one caller, many-caller scale 4: %d rounds of %v, want 400 of 30ms (unchanged)", n, d)
+	}
+	p.OneCallerSplit, p.OneCallerScale, p.ManyCallerScale = 0, 0, 0
 	if n, d := p.rounds(1); n != 20 || d != 150*time.Millisecond {
 		t.Errorf("no split: %d rounds of %v, want 20 of 150ms", n, d)
 	}

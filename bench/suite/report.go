@@ -398,7 +398,8 @@ func (r *Report) OverheadTable() string {
 	var b strings.Builder
 	p := r.Overhead
 	n1, d1 := p.rounds(1)
-	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level (%d of %v at one caller); the ratio is the median of the per-round ratios (the ratio of all rounds' totals in brackets).\n\n", p.Rounds, p.Round, n1, d1)
+	nn, dn := p.rounds(2)
+	fmt.Fprintf(&b, "Overhead: closed-loop callers, %d alternating rounds of %v per variant and level (%d of %v at one caller); the ratio is the median of the per-round ratios (the ratio of all rounds' totals in brackets).\n\n", nn, dn, n1, d1)
 	b.WriteString("| call | concurrency | variant | calls/s | p50 | p99 | upstream connections opened | throughput ratio |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---|\n")
 	for _, o := range r.OverRes {

@@ -84,6 +84,10 @@ type Options struct {
 	// OneCallerScale, when above 0, replaces the overhead scenario's
 	// one-caller scale (OverheadParams.OneCallerScale; 4 in a full run).
 	OneCallerScale int
+	// ManyCallerScale, when above 0, replaces the overhead scenario's
+	// scale of the levels above one caller (OverheadParams.ManyCallerScale;
+	// 4 in a full run).
+	ManyCallerScale int
 	// Only, when not empty, limits the run to these scenarios: "quota",
 	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials", "tasks".
 	Only []string
@@ -267,7 +271,7 @@ func Params(quick bool) Sizes {
 			Rate: 50, Warmup: time.Second, Outage: 10 * time.Second, Recovery: 2*openFor + time.Second, OpenFor: openFor,
 			CallTimeout: 30 * time.Second, Bin: 500 * time.Millisecond, Setups: outageSetups,
 		},
-		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000, OneCallerSplit: 5, OneCallerScale: 4},
+		Overhead: OverheadParams{Concurrency: []int{1, 16, 256}, Rounds: 20, Round: 150 * time.Millisecond, MaxCallsPerRound: 2_000_000, OneCallerSplit: 5, OneCallerScale: 4, ManyCallerScale: 4},
 		Parked:   ParkedParams{Calls: []int{1000, 10_000}, Conns: 8, Hold: 0, Settle: 1500 * time.Millisecond},
 		Scale:    ScaleParams{Tenants: []int{1, 1000, 100_000}, RedisExecutes: 500},
 		Herd:     herdParams(),
@@ -336,6 +340,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.OneCallerScale > 0 {
 		sz.Overhead.OneCallerScale = o.OneCallerScale
+	}
+	if o.ManyCallerScale > 0 {
+		sz.Overhead.ManyCallerScale = o.ManyCallerScale
 	}
 	qp, op, pp, sp, up := sz.Quota, sz.Overhead, sz.Parked, sz.Scale, sz.Outage
 	if len(o.Styles) > 0 {

@@ -46,6 +46,7 @@ func run() int {
 	overheadConc := flag.String("overhead-concurrency", "", "comma-separated concurrency levels of the overhead scenario (default: 1,16,256)")
 	oneCallerScale := flag.Int("one-caller-scale", 0, "multiply the overhead scenario's one-caller rounds (100 of 30 ms per variant) by this (default: 4)")
 	ttfbScale := flag.Int("ttfb-scale", 1, "multiply the stream scenario's time-to-first-byte calls and rounds (24,000 calls in 12 rounds per row) by this")
+	manyCallerScale := flag.Int("many-caller-scale", 0, "multiply the overhead scenario's rounds above one caller (20 of 150 ms per variant and level) by this (default: 4)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the suite's own process (the in-process scenarios: overhead, stream, parked) to this file; make pgo turns one into cmd/broker/default.pgo")
 	flag.Parse()
 
@@ -111,6 +112,11 @@ func run() int {
 		return 2
 	}
 	o.OneCallerScale = *oneCallerScale
+	if *manyCallerScale < 0 {
+		fmt.Fprintln(os.Stderr, "benchsuite: -many-caller-scale: a negative number:", *manyCallerScale)
+		return 2
+	}
+	o.ManyCallerScale = *manyCallerScale
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
 		fmt.Print(rep.Markdown())
