@@ -207,7 +207,7 @@ the same upstream. The variants of a group run in alternating short rounds
 %d rounds of %v, since a round's end costs one call there, adjacent short
 rounds meet the same machine, and the per-round ratios there spread widest, so
 the median needs more of them; above one caller a round's ratio still
-spreads over an interquartile range of about 15 points on a shared
+spreads over an interquartile range of 15 to 20 points on a shared
 machine, hence as many rounds as that), so that noise hits them alike (Execute's
 group runs forwarder, direct HTTP, broker, then the reverse: the two it
 compares are at the ends, where each runs twice in a row as often as the

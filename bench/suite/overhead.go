@@ -56,7 +56,7 @@ type OverheadParams struct {
 	// ManyCallerScale, when above 1, multiplies the number of rounds at
 	// every level above one caller (not their length). A full run uses 4
 	// (80 rounds of 150 ms per variant): at 16 and 256 callers a round's
-	// ratio spreads over an interquartile range of about 15 points on
+	// ratio spreads over an interquartile range of 15 to 20 points on
 	// this machine, so the median of 20 moved by several points between
 	// runs (Execute at 256 callers read 77-89% in nine runs of the same
 	// code); with 80 its standard error is about half.
