@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrybroker/retrybroker/bench/fakeprovider"
+	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
 // Chart file names, in ChartDir.
@@ -192,7 +193,9 @@ with 403 row a would loop without any backoff and look worse still.
 
 	b.WriteString("## 3. Overhead\n\n")
 	n1, d1 := r.Overhead.rounds(1)
-	nn, dn := r.Overhead.rounds(2)
+	nn, dn := r.Overhead.rounds(2) // every level above one caller
+	budget := r.Overhead.bodyBudget()
+	sending := budget / engine.DefaultMaxResponseBody
 	fmt.Fprintf(&b, `Closed-loop callers at each concurrency, against servers in the suite's own
 process built exactly as the broker builds its gRPC server
 (`+"`server.NewGRPCServer`"+`: the same interceptors, stats handler and limits), with a
@@ -206,9 +209,9 @@ the same upstream. The variants of a group run in alternating short rounds
 (A B, then B A, ...: %d rounds of %v each, after a warm-up; at one caller
 %d rounds of %v, since a round's end costs one call there, adjacent short
 rounds meet the same machine, and the per-round ratios there spread widest, so
-the median needs more of them; above one caller a round's ratio still
-spreads over an interquartile range of 15 to 20 points on a shared
-machine, hence as many rounds as that), so that noise hits them alike (Execute's
+the median needs more of them; above one caller a single round's ratio
+still spreads by tens of points on a shared machine, and each run logs
+that spread, hence as many rounds as that), so that noise hits them alike (Execute's
 group runs forwarder, direct HTTP, broker, then the reverse: the two it
 compares are at the ends, where each runs twice in a row as often as the
 other); the ratio is
@@ -220,13 +223,13 @@ over all rounds. The broker's egress transport has cmd/broker's default pool
 sizes; the baselines' transport keeps as many idle connections as there are
 callers. The upstream counts the connections it accepts during each variant's
 rounds: 0 means every call reused a pooled connection. The body budget is
-part of what Execute pays: each call reserves its max_response_body (4 MiB
-by default) in the 256 MiB budget before it sends, so at 256 callers 64
-calls send at once and the rest wait for room, first in, first out
+part of what Execute pays: each call reserves its max_response_body (%s
+by default) in the %s budget before it sends, so at most %d calls send at
+once and the rest wait for room, first in, first out
 (docs/operations.md, "Buffered bodies across calls"); the forwarder has no
 such bound.
 
-`, nn, dn, n1, d1)
+`, nn, dn, n1, d1, fmtBytes(float64(engine.DefaultMaxResponseBody)), fmtBytes(float64(budget)), sending)
 	b.WriteString(r.OverheadTable())
 	b.WriteString("\n")
 	img(ChartRatio, "throughput ratio against concurrency")

@@ -56,11 +56,25 @@ type OverheadParams struct {
 	// ManyCallerScale, when above 1, multiplies the number of rounds at
 	// every level above one caller (not their length). A full run uses 4
 	// (80 rounds of 150 ms per variant): at 16 and 256 callers a round's
-	// ratio spreads over an interquartile range of 15 to 20 points on
+	// ratio spreads over an interquartile range of 8 to 20 points on
 	// this machine, so the median of 20 moved by several points between
-	// runs (Execute at 256 callers read 77-89% in nine runs of the same
-	// code); with 80 its standard error is about half.
+	// runs (Execute at 256 callers read 77-89% in nine runs at stop 42,
+	// on two heads that measured alike); with 80 its standard error is
+	// about half. Each run logs the spread (min, quartiles, max).
 	ManyCallerScale int
+	// BodyBudget is the in-process broker's body budget (0:
+	// engine.DefaultBodyBudget, as cmd/broker's --max-buffered-bytes).
+	// Investigations only: at 256 callers the default queues all but
+	// DefaultBodyBudget/DefaultMaxResponseBody of them.
+	BodyBudget int64
+}
+
+// bodyBudget is the in-process broker's body budget under p.
+func (p OverheadParams) bodyBudget() int64 {
+	if p.BodyBudget > 0 {
+		return p.BodyBudget
+	}
+	return engine.DefaultBodyBudget
 }
 
 // rounds is the number and length of the rounds at concurrency c.
@@ -146,16 +160,17 @@ func (p *inproc) close() {
 }
 
 // inprocRunner is the engine of the suite's in-process broker, wired as
-// cmd/broker wires it: the memory store st, the metrics observer, the
-// default body budget, and no-op tracing (no OTLP export) with the default
+// cmd/broker wires it: the memory store st, the metrics observer, a body
+// budget of budget bytes (cmd/broker's default unless an investigation
+// sets another), and no-op tracing (no OTLP export) with the default
 // trace propagators. The overhead and stream scenarios both use it, so
 // their broker pays what cmd/broker's does.
-func inprocRunner(st *memstore.Store) *engine.Runner {
+func inprocRunner(st *memstore.Store, budget int64) *engine.Runner {
 	return engine.NewRunner(st,
 		engine.WithTracer(noop.NewTracerProvider().Tracer("bench")),
 		engine.WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 		engine.WithObserver(metrics.New()),
-		engine.WithBodyBudget(engine.DefaultBodyBudget),
+		engine.WithBodyBudget(budget),
 	)
 }
 
@@ -215,7 +230,7 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 	defer st.Close()
 	clients := egress.NewClients(egress.ClientConfig{}) // cmd/broker's defaults
 	defer clients.CloseIdleConnections()
-	runner := inprocRunner(st)
+	runner := inprocRunner(st, p.bodyBudget())
 	exec := &server.Executor{Runner: runner, Clients: clients}
 
 	servers := map[string]*inproc{}
@@ -331,6 +346,12 @@ func (s *suite) overheadRun(ctx context.Context, p OverheadParams) ([]OverheadRe
 					acc[j].add(a)
 				}
 			}
+			// How widely single rounds spread: what decides how many
+			// rounds the median needs (docs/architecture.md).
+			if q, ok := quartiles(roundRatios(acc[len(g)-1].rounds, acc[0].rounds)); ok {
+				s.logf("overhead: %s / %s c=%d, per-round ratios of %d rounds: min %.1f%%, quartiles %.1f%% %.1f%% %.1f%%, max %.1f%%",
+					g[len(g)-1].name, g[0].name, c, len(acc[0].rounds), 100*q[0], 100*q[1], 100*q[2], 100*q[3], 100*q[4])
+			}
 			for i, v := range g {
 				res := acc[i].result(v, c)
 				if res.Errors > 0 {
@@ -398,6 +419,20 @@ func (a *roundAcc) result(v variant, c int) OverheadResult {
 		r.Mean = sum / time.Duration(len(a.lat))
 	}
 	return r
+}
+
+// quartiles returns the minimum, the quartiles (nearest rank) and the
+// maximum of xs, which it sorts; false when xs is empty.
+func quartiles(xs []float64) ([5]float64, bool) {
+	if len(xs) == 0 {
+		return [5]float64{}, false
+	}
+	slices.Sort(xs)
+	at := func(q float64) float64 {
+		i := int(q*float64(len(xs))+0.5) - 1
+		return xs[min(max(i, 0), len(xs)-1)]
+	}
+	return [5]float64{xs[0], at(0.25), median(xs), at(0.75), xs[len(xs)-1]}, true
 }
 
 // percentile returns the q-quantile of sorted samples (nearest rank).

@@ -1,8 +1,12 @@
 package suite
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/retrybroker/retrybroker/internal/engine"
 )
 
 // TestRoundResultLatencies: a variant's latencies give its percentiles
@@ -49,5 +53,41 @@ func TestOverheadRounds(t *testing.T) {
 	p.OneCallerSplit, p.OneCallerScale, p.ManyCallerScale = 0, 0, 0
 	if n, d := p.rounds(1); n != 20 || d != 150*time.Millisecond {
 		t.Errorf("no split: %d rounds of %v, want 20 of 150ms", n, d)
+	}
+}
+
+// TestRoundRatiosAndQuartiles: the ratio of each round both variants ran,
+// rounds the baseline measured nothing left out; the quartiles the log
+// gives of them.
+func TestRoundRatiosAndQuartiles(t *testing.T) {
+	got := roundRatios([]float64{90, 50, 120, 80, 70}, []float64{100, 0, 100, 100, 100, 100})
+	want := []float64{0.9, 1.2, 0.8, 0.7}
+	if !slices.Equal(got, want) {
+		t.Fatalf("roundRatios = %v, want %v", got, want)
+	}
+	q, ok := quartiles(got)
+	want5 := [5]float64{0.7, 0.7, 0.85, 0.9, 1.2}
+	if !ok {
+		t.Fatal("quartiles: not ok")
+	}
+	for i := range q {
+		if math.Abs(q[i]-want5[i]) > 1e-12 {
+			t.Errorf("quartiles = %v, want %v", q, want5)
+			break
+		}
+	}
+	if _, ok := quartiles(nil); ok {
+		t.Error("quartiles of no rounds: ok")
+	}
+}
+
+// TestOverheadBodyBudget: the overhead scenario's broker has cmd/broker's
+// body budget unless an investigation sets another.
+func TestOverheadBodyBudget(t *testing.T) {
+	if b := (OverheadParams{}).bodyBudget(); b != engine.DefaultBodyBudget {
+		t.Errorf("default: %d, want engine.DefaultBodyBudget (%d)", b, engine.DefaultBodyBudget)
+	}
+	if b := (OverheadParams{BodyBudget: 1 << 30}).bodyBudget(); b != 1<<30 {
+		t.Errorf("set: %d, want %d", b, 1<<30)
 	}
 }

@@ -87,21 +87,23 @@ func (r *Report) ThroughputRatio(variant, baseline string, c int) (float64, bool
 	if !ok1 || !ok2 || b.Throughput == 0 {
 		return 0, false
 	}
-	var ratios []float64
-	for i := range min(len(a.RoundThroughput), len(b.RoundThroughput)) {
-		if b.RoundThroughput[i] > 0 {
-			ratios = append(ratios, a.RoundThroughput[i]/b.RoundThroughput[i])
-		}
-	}
+	ratios := roundRatios(a.RoundThroughput, b.RoundThroughput)
 	if len(ratios) == 0 {
 		return a.Throughput / b.Throughput, true
 	}
-	sort.Float64s(ratios)
-	n := len(ratios)
-	if n%2 == 1 {
-		return ratios[n/2], true
+	return median(ratios), true
+}
+
+// roundRatios is a[i] / b[i] for each round i both have (rounds where b
+// measured nothing left out).
+func roundRatios(a, b []float64) []float64 {
+	var ratios []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			ratios = append(ratios, a[i]/b[i])
+		}
 	}
-	return (ratios[n/2-1] + ratios[n/2]) / 2, true
+	return ratios
 }
 
 // TotalRatio is variant / baseline throughput over all rounds.

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ import (
 	"github.com/retrybroker/retrybroker/bench/baseline"
 	rbv1 "github.com/retrybroker/retrybroker/gen/retrybroker/v1"
 	"github.com/retrybroker/retrybroker/internal/egress"
+	"github.com/retrybroker/retrybroker/internal/engine"
 	"github.com/retrybroker/retrybroker/internal/server"
 	"github.com/retrybroker/retrybroker/internal/store/memstore"
 	"github.com/retrybroker/retrybroker/internal/tenant"
@@ -164,21 +164,11 @@ func (r *StreamReport) ThroughputShare(variant, base string) (float64, bool) {
 	if b == nil || f == nil {
 		return 0, false
 	}
-	var ratios []float64
-	for i := range min(len(b.Rounds), len(f.Rounds)) {
-		if f.Rounds[i] > 0 {
-			ratios = append(ratios, b.Rounds[i]/f.Rounds[i])
-		}
-	}
+	ratios := roundRatios(b.Rounds, f.Rounds)
 	if len(ratios) == 0 {
 		return 0, false
 	}
-	sort.Float64s(ratios)
-	n := len(ratios)
-	if n%2 == 1 {
-		return ratios[n/2], true
-	}
-	return (ratios[n/2-1] + ratios[n/2]) / 2, true
+	return median(ratios), true
 }
 
 // streamUpstream serves /bytes?n=N (N bytes with a Content-Length) and
@@ -436,7 +426,7 @@ func (s *suite) streamRun(ctx context.Context, p StreamParams) (*StreamReport, e
 	defer st.Close()
 	clients := egress.NewClients(egress.ClientConfig{})
 	defer clients.CloseIdleConnections()
-	runner := inprocRunner(st) // as cmd/broker wires it, body budget included
+	runner := inprocRunner(st, engine.DefaultBodyBudget) // as cmd/broker wires it, body budget included
 	variants := []struct {
 		name string
 		svc  rbv1.BrokerServiceServer

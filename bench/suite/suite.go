@@ -88,6 +88,9 @@ type Options struct {
 	// scale of the levels above one caller (OverheadParams.ManyCallerScale;
 	// 4 in a full run).
 	ManyCallerScale int
+	// BodyBudget, when above 0, replaces the overhead scenario's in-process
+	// body budget (OverheadParams.BodyBudget; investigations only).
+	BodyBudget int64
 	// Only, when not empty, limits the run to these scenarios: "quota",
 	// "herd", "rolling", "outage", "overhead", "parked", "scale", "stream", "credentials", "tasks".
 	Only []string
@@ -343,6 +346,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.ManyCallerScale > 0 {
 		sz.Overhead.ManyCallerScale = o.ManyCallerScale
+	}
+	if o.BodyBudget > 0 {
+		sz.Overhead.BodyBudget = o.BodyBudget
 	}
 	qp, op, pp, sp, up := sz.Quota, sz.Overhead, sz.Parked, sz.Scale, sz.Outage
 	if len(o.Styles) > 0 {

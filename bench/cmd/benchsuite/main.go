@@ -47,6 +47,7 @@ func run() int {
 	oneCallerScale := flag.Int("one-caller-scale", 0, "multiply the overhead scenario's one-caller rounds (100 of 30 ms per variant) by this (default: 4)")
 	ttfbScale := flag.Int("ttfb-scale", 1, "multiply the stream scenario's time-to-first-byte calls and rounds (24,000 calls in 12 rounds per row) by this")
 	manyCallerScale := flag.Int("many-caller-scale", 0, "multiply the overhead scenario's rounds above one caller (20 of 150 ms per variant and level) by this (default: 4)")
+	bodyBudget := flag.Int64("body-budget", 0, "the overhead scenario's in-process body budget in bytes (default: the broker's, 268435456; investigations only: the report says which was used)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the suite's own process (the in-process scenarios: overhead, stream, parked) to this file; make pgo turns one into cmd/broker/default.pgo")
 	flag.Parse()
 
@@ -117,6 +118,11 @@ func run() int {
 		return 2
 	}
 	o.ManyCallerScale = *manyCallerScale
+	if *bodyBudget < 0 {
+		fmt.Fprintln(os.Stderr, "benchsuite: -body-budget: a negative number:", *bodyBudget)
+		return 2
+	}
+	o.BodyBudget = *bodyBudget
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
 		fmt.Print(rep.Markdown())
