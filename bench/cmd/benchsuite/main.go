@@ -108,21 +108,13 @@ func run() int {
 		return 2
 	}
 	o.TTFBScale = *ttfbScale
-	if *oneCallerScale < 0 {
-		fmt.Fprintln(os.Stderr, "benchsuite: -one-caller-scale: a negative number:", *oneCallerScale)
-		return 2
+	for name, v := range map[string]int64{"one-caller-scale": int64(*oneCallerScale), "many-caller-scale": int64(*manyCallerScale), "body-budget": *bodyBudget} {
+		if v < 0 {
+			fmt.Fprintf(os.Stderr, "benchsuite: -%s: a negative number: %d\n", name, v)
+			return 2
+		}
 	}
-	o.OneCallerScale = *oneCallerScale
-	if *manyCallerScale < 0 {
-		fmt.Fprintln(os.Stderr, "benchsuite: -many-caller-scale: a negative number:", *manyCallerScale)
-		return 2
-	}
-	o.ManyCallerScale = *manyCallerScale
-	if *bodyBudget < 0 {
-		fmt.Fprintln(os.Stderr, "benchsuite: -body-budget: a negative number:", *bodyBudget)
-		return 2
-	}
-	o.BodyBudget = *bodyBudget
+	o.OneCallerScale, o.ManyCallerScale, o.BodyBudget = *oneCallerScale, *manyCallerScale, *bodyBudget
 	rep, err := suite.Run(ctx, o)
 	if rep != nil {
 		fmt.Print(rep.Markdown())
